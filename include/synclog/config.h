@@ -1,0 +1,77 @@
+// Config: everything chosen at startup. Fill it in code, or parse it from a
+// "key=value,key=value" string (the same keys, listed in docs/config.md).
+// Log::open validates it; nothing is silently adjusted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "synclog/error.h"
+
+namespace synclog {
+
+// How bytes reach stable storage (docs/backends.md).
+enum class BackendKind { msync, msync_pool, uring, aio, pwrite, auto_select };
+// How a segment is held in memory: a shared mapping, or a private aligned
+// buffer written with O_DIRECT or with buffered pwrite.
+enum class SegmentKind { mmap, direct, buffered };
+// When syncs happen and whether append() waits for them.
+enum class SyncMode { periodic, batch, group };
+// What recovery does with damaged data (docs/durability.md).
+enum class RecoveryMode { tolerate_torn_tail, absolute, skip_damaged };
+// Direct I/O: how the last partial block of a sync is written.
+enum class TailPolicy { pad, rewrite };
+
+struct Config {
+  std::filesystem::path dir;
+
+  BackendKind backend = BackendKind::msync;
+  SegmentKind segment_kind = SegmentKind::mmap;
+  SyncMode mode = SyncMode::batch;
+
+  // periodic: sync this often; appends block once the last completed sync is
+  // older than interval + lag_bound.
+  std::chrono::microseconds interval{10'000};
+  std::chrono::microseconds lag_bound{100'000};
+  // group: at most one sync per window.
+  std::chrono::microseconds window{1'000};
+
+  uint64_t segment_size = 32ull << 20;  // bytes per segment file
+  uint32_t spare_segments = 1;          // created ahead of need
+  bool recycle = true;                  // reuse released files instead of deleting
+  bool prezero = true;                  // write zeros into new files (fast later syncs)
+  uint64_t max_total_size = 0;          // bytes of segment files; 0 = unbounded
+  // How long an append waits for a segment (size limit, full disk) before
+  // it fails with Errc::no_space.
+  std::chrono::milliseconds allocation_timeout{5'000};
+
+  RecoveryMode recovery = RecoveryMode::tolerate_torn_tail;
+
+  // Used by the backends that need them.
+  uint32_t sync_threads = 4;
+  uint32_t queue_depth = 8;
+  TailPolicy tail = TailPolicy::pad;
+
+  // Parses "key=value,key=value" on top of the defaults. Unknown keys and
+  // bad values are errors that name the key and the allowed values.
+  [[nodiscard]] static Result<Config> parse(std::string_view text);
+  // Applies one key to this config (shared by the string and file parsers).
+  [[nodiscard]] Result<void> set(std::string_view key, std::string_view value);
+  // Checks values and combinations; Log::open calls it.
+  [[nodiscard]] Result<void> validate() const;
+  // The largest record append() accepts with this segment size.
+  uint64_t max_record_size() const;
+  // "key=value,..." with every key, round-trips through parse().
+  std::string to_string() const;
+};
+
+const char* to_string(BackendKind v);
+const char* to_string(SegmentKind v);
+const char* to_string(SyncMode v);
+const char* to_string(RecoveryMode v);
+const char* to_string(TailPolicy v);
+
+}  // namespace synclog

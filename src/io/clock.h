@@ -1,0 +1,23 @@
+// Monotonic clocks. The coarse one costs a few ns (vDSO, no TSC read) and is
+// what the append hot path may consult.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace synclog::io {
+
+inline uint64_t now_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline uint64_t coarse_now_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace synclog::io

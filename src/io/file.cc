@@ -1,0 +1,181 @@
+#include "io/file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace synclog::io {
+
+std::unexpected<Error> sys_error(const std::string& what, const std::filesystem::path& path,
+                                 int err) {
+  Errc code = (err == ENOSPC || err == EDQUOT) ? Errc::no_space : Errc::io_error;
+  return make_error(code, what + " " + path.string() + ": " + std::strerror(err), err);
+}
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+File::~File() { close(); }
+
+void File::close() {
+  if (fd_ >= 0) {
+    // close() after a successful fdatasync cannot lose data; errors here are
+    // only reported by the sync that preceded it.
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+Result<File> File::open(const std::filesystem::path& path, Mode mode) {
+  int flags = O_CLOEXEC;
+  switch (mode) {
+    case Mode::read: flags |= O_RDONLY; break;
+    case Mode::read_write: flags |= O_RDWR; break;
+    case Mode::create_new: flags |= O_RDWR | O_CREAT | O_EXCL; break;
+    case Mode::create_or_open: flags |= O_RDWR | O_CREAT; break;
+    case Mode::direct: flags |= O_RDWR | O_DIRECT; break;
+  }
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return sys_error("open", path, errno);
+  File f;
+  f.fd_ = fd;
+  f.path_ = path;
+  return f;
+}
+
+Result<size_t> File::read_at(uint64_t offset, std::span<std::byte> buf) const {
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n = ::pread(fd_, buf.data() + done, buf.size() - done, offset + done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("pread", path_, errno);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+Result<void> File::write_at(uint64_t offset, std::span<const std::byte> buf) const {
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, offset + done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("pwrite", path_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+Result<void> File::allocate(uint64_t size) const {
+  int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size));
+  if (rc != 0) return sys_error("fallocate", path_, rc);
+  return {};
+}
+
+Result<void> File::datasync() const {
+  if (::fdatasync(fd_) != 0) return sys_error("fdatasync", path_, errno);
+  return {};
+}
+
+Result<void> File::sync() const {
+  if (::fsync(fd_) != 0) return sys_error("fsync", path_, errno);
+  return {};
+}
+
+Result<uint64_t> File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return sys_error("fstat", path_, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Result<void> File::truncate(uint64_t size) const {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return sys_error("ftruncate", path_, errno);
+  return {};
+}
+
+Result<void> File::lock_exclusive() const {
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    if (err == EWOULDBLOCK) {
+      return make_error(Errc::bad_directory,
+                        "log directory is in use by another process (lock held on " +
+                            path_.string() + ")",
+                        err);
+    }
+    return sys_error("flock", path_, err);
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return sys_error("opendir", dir, errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return sys_error("readdir", dir, err);
+  return names;
+}
+
+Result<void> sync_dir(const std::filesystem::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open directory", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return sys_error("fsync directory", dir, err);
+  return {};
+}
+
+Result<void> rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return sys_error("rename to " + to.string(), from, errno);
+  return {};
+}
+
+Result<void> remove_file(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) != 0) return sys_error("unlink", path, errno);
+  return {};
+}
+
+Result<void> check_writable_dir(const std::filesystem::path& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    int err = errno;
+    return make_error(Errc::bad_directory,
+                      "log directory " + dir.string() + " is not usable: " + std::strerror(err),
+                      err);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return make_error(Errc::bad_directory, "log directory " + dir.string() + " is not a directory");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    int err = errno;
+    return make_error(Errc::bad_directory,
+                      "log directory " + dir.string() + " is not writable: " + std::strerror(err),
+                      err);
+  }
+  return {};
+}
+
+}  // namespace synclog::io

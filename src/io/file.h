@@ -1,0 +1,64 @@
+// Thin wrappers over the file syscalls. Every failure comes back as an Error
+// that names the operation and the path, with errno kept.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "synclog/error.h"
+
+namespace synclog::io {
+
+class File {
+ public:
+  enum class Mode { read, read_write, create_new, create_or_open, direct };
+
+  File() = default;
+  File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  File& operator=(File&& o) noexcept;
+  ~File();
+
+  // create_new fails if the file exists; direct adds O_DIRECT to read_write.
+  [[nodiscard]] static Result<File> open(const std::filesystem::path& path, Mode mode);
+
+  int fd() const { return fd_; }
+  const std::filesystem::path& path() const { return path_; }
+  bool is_open() const { return fd_ >= 0; }
+
+  // Reads up to buf.size() bytes; returns how many were read (short at EOF).
+  [[nodiscard]] Result<size_t> read_at(uint64_t offset, std::span<std::byte> buf) const;
+  // Writes all of buf, retrying short writes.
+  [[nodiscard]] Result<void> write_at(uint64_t offset, std::span<const std::byte> buf) const;
+  // Reserves real blocks so later writes (and mmap stores) cannot hit ENOSPC.
+  [[nodiscard]] Result<void> allocate(uint64_t size) const;
+  [[nodiscard]] Result<void> datasync() const;
+  [[nodiscard]] Result<void> sync() const;
+  [[nodiscard]] Result<uint64_t> size() const;
+  [[nodiscard]] Result<void> truncate(uint64_t size) const;
+  // Advisory exclusive lock held until the file is closed.
+  [[nodiscard]] Result<void> lock_exclusive() const;
+  void close();
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+// Directory operations.
+[[nodiscard]] Result<std::vector<std::string>> list_dir(const std::filesystem::path& dir);
+[[nodiscard]] Result<void> sync_dir(const std::filesystem::path& dir);
+[[nodiscard]] Result<void> rename_file(const std::filesystem::path& from,
+                                       const std::filesystem::path& to);
+[[nodiscard]] Result<void> remove_file(const std::filesystem::path& path);
+// Fails unless `dir` is an existing directory this process can write into.
+[[nodiscard]] Result<void> check_writable_dir(const std::filesystem::path& dir);
+
+// Builds the Error for a failed syscall: "<what> <path>: <strerror>".
+std::unexpected<Error> sys_error(const std::string& what, const std::filesystem::path& path,
+                                 int err);
+
+}  // namespace synclog::io

@@ -1,0 +1,50 @@
+#include "io/mapping.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace synclog::io {
+
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+Mapping& Mapping::operator=(Mapping&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+Mapping::~Mapping() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file.fd(), 0);
+  if (p == MAP_FAILED) return sys_error("mmap", file.path(), errno);
+  Mapping m;
+  m.data_ = static_cast<std::byte*>(p);
+  m.size_ = size;
+  return m;
+}
+
+Result<void> Mapping::sync_range(uint64_t from, uint64_t to) const {
+  const uint64_t page = page_size();
+  uint64_t start = from & ~(page - 1);
+  if (to > size_) to = size_;
+  if (to <= start) return {};
+  if (::msync(data_ + start, to - start, MS_SYNC) != 0) {
+    return sys_error("msync", "mapping", errno);
+  }
+  return {};
+}
+
+}  // namespace synclog::io

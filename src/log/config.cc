@@ -1,0 +1,264 @@
+#include <charconv>
+#include <cstring>
+#include <functional>
+#include <span>
+
+#include "segments/format.h"
+#include "synclog/config.h"
+
+namespace synclog {
+namespace {
+
+template <class E>
+struct Named {
+  const char* name;
+  E value;
+};
+
+constexpr Named<BackendKind> kBackends[] = {{"msync", BackendKind::msync},
+                                            {"msync-pool", BackendKind::msync_pool},
+                                            {"uring", BackendKind::uring},
+                                            {"aio", BackendKind::aio},
+                                            {"pwrite", BackendKind::pwrite},
+                                            {"auto", BackendKind::auto_select}};
+constexpr Named<SegmentKind> kKinds[] = {
+    {"mmap", SegmentKind::mmap}, {"direct", SegmentKind::direct}, {"buffered", SegmentKind::buffered}};
+constexpr Named<SyncMode> kModes[] = {
+    {"periodic", SyncMode::periodic}, {"batch", SyncMode::batch}, {"group", SyncMode::group}};
+constexpr Named<RecoveryMode> kRecovery[] = {{"tolerate-torn-tail", RecoveryMode::tolerate_torn_tail},
+                                             {"absolute", RecoveryMode::absolute},
+                                             {"skip-damaged", RecoveryMode::skip_damaged}};
+constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};
+
+template <class E, size_t N>
+const char* name_of(const Named<E> (&table)[N], E v) {
+  for (const auto& n : table) {
+    if (n.value == v) return n.name;
+  }
+  return "?";
+}
+
+template <class E, size_t N>
+std::string allowed(const Named<E> (&table)[N]) {
+  std::string s;
+  for (const auto& n : table) s += (s.empty() ? "" : " | ") + std::string(n.name);
+  return s;
+}
+
+std::unexpected<Error> bad(std::string_view key, std::string_view value, const std::string& want) {
+  return make_error(Errc::invalid_config, "config key '" + std::string(key) + "': bad value '" +
+                                              std::string(value) + "' (expected " + want + ")");
+}
+
+template <class E, size_t N>
+Result<void> parse_enum(const Named<E> (&table)[N], std::string_view key, std::string_view value,
+                        E* out) {
+  for (const auto& n : table) {
+    if (value == n.name) {
+      *out = n.value;
+      return {};
+    }
+  }
+  return bad(key, value, allowed(table));
+}
+
+// "123" followed by an optional unit from `units` (suffix, multiplier).
+Result<uint64_t> parse_scaled(std::string_view key, std::string_view value,
+                              std::span<const std::pair<const char*, uint64_t>> units,
+                              const std::string& want) {
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || p == value.data()) return bad(key, value, want);
+  std::string_view unit(p, value.data() + value.size() - p);
+  for (auto [suffix, mult] : units) {
+    if (unit == suffix) {
+      if (mult != 0 && n > UINT64_MAX / mult) return bad(key, value, want + ", without overflow");
+      return n * mult;
+    }
+  }
+  return bad(key, value, want);
+}
+
+constexpr std::pair<const char*, uint64_t> kSizeUnits[] = {
+    {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
+constexpr std::pair<const char*, uint64_t> kTimeUnits[] = {
+    {"us", 1}, {"ms", 1000}, {"s", 1000000}};
+
+Result<uint64_t> parse_size(std::string_view key, std::string_view value) {
+  return parse_scaled(key, value, kSizeUnits, "a byte count such as 4096, 64KiB, 32MiB or 1GiB");
+}
+
+Result<std::chrono::microseconds> parse_duration(std::string_view key, std::string_view value) {
+  auto us = parse_scaled(key, value, kTimeUnits, "a duration such as 500us, 10ms or 2s");
+  if (!us) return std::unexpected(us.error());
+  return std::chrono::microseconds(*us);
+}
+
+Result<bool> parse_bool(std::string_view key, std::string_view value) {
+  if (value == "true" || value == "on" || value == "1") return true;
+  if (value == "false" || value == "off" || value == "0") return false;
+  return bad(key, value, "true | false");
+}
+
+Result<uint32_t> parse_count(std::string_view key, std::string_view value) {
+  uint32_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || p != value.data() + value.size()) {
+    return bad(key, value, "a whole number");
+  }
+  return n;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string duration_text(std::chrono::microseconds d) { return std::to_string(d.count()) + "us"; }
+
+std::unexpected<Error> invalid(const std::string& message) {
+  return make_error(Errc::invalid_config, message);
+}
+
+}  // namespace
+
+const char* to_string(BackendKind v) { return name_of(kBackends, v); }
+const char* to_string(SegmentKind v) { return name_of(kKinds, v); }
+const char* to_string(SyncMode v) { return name_of(kModes, v); }
+const char* to_string(RecoveryMode v) { return name_of(kRecovery, v); }
+const char* to_string(TailPolicy v) { return name_of(kTails, v); }
+
+Result<void> Config::set(std::string_view key, std::string_view value) {
+  auto assign = [](auto result, auto* field) -> Result<void> {
+    if (!result) return std::unexpected(result.error());
+    *field = *result;
+    return {};
+  };
+  if (key == "dir") {
+    if (value.empty()) return bad(key, value, "a directory path");
+    dir = std::string(value);
+    return {};
+  }
+  if (key == "backend") return parse_enum(kBackends, key, value, &backend);
+  if (key == "segment_kind") return parse_enum(kKinds, key, value, &segment_kind);
+  if (key == "mode") return parse_enum(kModes, key, value, &mode);
+  if (key == "recovery") return parse_enum(kRecovery, key, value, &recovery);
+  if (key == "tail") return parse_enum(kTails, key, value, &tail);
+  if (key == "interval") return assign(parse_duration(key, value), &interval);
+  if (key == "lag_bound") return assign(parse_duration(key, value), &lag_bound);
+  if (key == "window") return assign(parse_duration(key, value), &window);
+  if (key == "allocation_timeout") {
+    auto d = parse_duration(key, value);
+    if (!d) return std::unexpected(d.error());
+    allocation_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    return {};
+  }
+  if (key == "segment_size") return assign(parse_size(key, value), &segment_size);
+  if (key == "max_total_size") return assign(parse_size(key, value), &max_total_size);
+  if (key == "spare_segments") return assign(parse_count(key, value), &spare_segments);
+  if (key == "sync_threads") return assign(parse_count(key, value), &sync_threads);
+  if (key == "queue_depth") return assign(parse_count(key, value), &queue_depth);
+  if (key == "recycle") return assign(parse_bool(key, value), &recycle);
+  if (key == "prezero") return assign(parse_bool(key, value), &prezero);
+  return make_error(Errc::invalid_config,
+                    "unknown config key '" + std::string(key) +
+                        "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
+                        "segment_size, spare_segments, recycle, prezero, max_total_size, "
+                        "allocation_timeout, recovery, sync_threads, queue_depth, tail)");
+}
+
+Result<Config> Config::parse(std::string_view text) {
+  Config c;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (trim(item).empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return make_error(Errc::invalid_config,
+                        "config item '" + trim(item) + "' is not of the form key=value");
+    }
+    if (auto r = c.set(trim(item.substr(0, eq)), trim(item.substr(eq + 1))); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  return c;
+}
+
+uint64_t Config::max_record_size() const {
+  // Half a segment (as Cassandra limits mutations), so a record always fits
+  // in a fresh segment even after a session record and sync markers.
+  const uint64_t half = segment_size / 2 - seg::kHeaderSize;
+  return std::min<uint64_t>(half, seg::kMaxPayload);
+}
+
+Result<void> Config::validate() const {
+  if (dir.empty()) return invalid("config key 'dir': the log directory is not set");
+  if (segment_size < (64ull << 10) || segment_size > (1ull << 30) || segment_size % 4096 != 0) {
+    return invalid("config key 'segment_size': " + std::to_string(segment_size) +
+                   " is not a multiple of 4096 between 64KiB and 1GiB");
+  }
+  if (spare_segments < 1 || spare_segments > 64) {
+    return invalid("config key 'spare_segments': " + std::to_string(spare_segments) +
+                   " is outside 1..64");
+  }
+  if (max_total_size != 0 && max_total_size < (uint64_t{spare_segments} + 2) * segment_size) {
+    return invalid("config key 'max_total_size': " + std::to_string(max_total_size) +
+                   " cannot hold the active segment, one more and " +
+                   std::to_string(spare_segments) + " spare(s) of segment_size " +
+                   std::to_string(segment_size) + " (0 means unbounded)");
+  }
+  if (interval.count() <= 0) return invalid("config key 'interval': must be greater than 0");
+  if (window.count() <= 0) return invalid("config key 'window': must be greater than 0");
+  if (lag_bound.count() < 0) return invalid("config key 'lag_bound': must not be negative");
+  if (allocation_timeout.count() < 0) {
+    return invalid("config key 'allocation_timeout': must not be negative");
+  }
+  if (sync_threads < 1 || sync_threads > 64) {
+    return invalid("config key 'sync_threads': " + std::to_string(sync_threads) +
+                   " is outside 1..64");
+  }
+  if (queue_depth < 1 || queue_depth > 4096) {
+    return invalid("config key 'queue_depth': " + std::to_string(queue_depth) +
+                   " is outside 1..4096");
+  }
+  const bool mapped = segment_kind == SegmentKind::mmap;
+  const bool ok_pair = backend == BackendKind::auto_select ||
+                       ((backend == BackendKind::msync || backend == BackendKind::msync_pool) ==
+                            mapped &&
+                        (backend != BackendKind::pwrite || segment_kind == SegmentKind::buffered));
+  if (!ok_pair) {
+    return invalid(std::string("config keys 'backend' and 'segment_kind': backend '") +
+                   synclog::to_string(backend) + "' cannot sync '" +
+                   synclog::to_string(segment_kind) +
+                   "' segments (msync, msync-pool: mmap; uring, aio: direct; pwrite: buffered)");
+  }
+  return {};
+}
+
+std::string Config::to_string() const {
+  std::string s;
+  auto add = [&](const char* k, const std::string& v) { s += (s.empty() ? "" : ",") + (k + ("=" + v)); };
+  add("dir", dir.string());
+  add("backend", synclog::to_string(backend));
+  add("segment_kind", synclog::to_string(segment_kind));
+  add("mode", synclog::to_string(mode));
+  add("interval", duration_text(interval));
+  add("lag_bound", duration_text(lag_bound));
+  add("window", duration_text(window));
+  add("segment_size", std::to_string(segment_size));
+  add("spare_segments", std::to_string(spare_segments));
+  add("recycle", recycle ? "true" : "false");
+  add("prezero", prezero ? "true" : "false");
+  add("max_total_size", std::to_string(max_total_size));
+  add("allocation_timeout", std::to_string(allocation_timeout.count() * 1000) + "us");
+  add("recovery", synclog::to_string(recovery));
+  add("sync_threads", std::to_string(sync_threads));
+  add("queue_depth", std::to_string(queue_depth));
+  add("tail", synclog::to_string(tail));
+  return s;
+}
+
+}  // namespace synclog

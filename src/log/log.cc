@@ -1,0 +1,157 @@
+#include "synclog/log.h"
+
+#include <algorithm>
+
+#include "log/log_impl.h"
+
+namespace synclog {
+
+Log::Log(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Log::~Log() {
+  if (impl_ && !impl_->closed) (void)close();
+}
+
+Result<std::unique_ptr<Log>> Log::open(const Config& config) {
+  if (auto r = config.validate(); !r) return std::unexpected(r.error());
+  if (auto r = io::check_writable_dir(config.dir); !r) return std::unexpected(r.error());
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  auto lock = io::File::open(config.dir / seg::kLockFileName, io::File::Mode::create_or_open);
+  if (!lock) return std::unexpected(lock.error());
+  if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
+  impl->lock = std::move(*lock);
+
+  auto backend = sync::make_backend(config);
+  if (!backend) return std::unexpected(backend.error());
+  impl->backend = std::move(*backend);
+
+  auto rec = seg::recover(config.dir, config.recovery);
+  if (!rec) return std::unexpected(rec.error());
+  // Temp files were never part of the log; discarded segments lie past its
+  // end and hold only bytes that were never acknowledged.
+  bool removed = false;
+  for (const auto& name : rec->temp_files) {
+    if (auto r = io::remove_file(config.dir / name); !r) return std::unexpected(r.error());
+    removed = true;
+  }
+  for (uint64_t id : rec->discard) {
+    if (auto r = io::remove_file(config.dir / seg::segment_file_name(id)); !r) {
+      return std::unexpected(r.error());
+    }
+    removed = true;
+  }
+  if (removed) {
+    if (auto r = io::sync_dir(config.dir); !r) return std::unexpected(r.error());
+  }
+  impl->report = rec->report;
+  impl->recovered = std::move(rec->extents);
+
+  seg::ManagerOptions mo;
+  mo.dir = config.dir;
+  mo.segment_size = config.segment_size;
+  mo.spares = config.spare_segments;
+  mo.recycle = config.recycle;
+  mo.prezero = config.prezero;
+  mo.max_total_size = config.max_total_size;
+  impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
+  impl->manager->start();
+  impl->appender = std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout);
+  if (auto r = impl->appender->start(impl->report.end); !r) {
+    (void)impl->manager->stop();
+    return std::unexpected(r.error());
+  }
+  impl->driver = std::make_unique<sync::Driver>(
+      config, *impl->appender, *impl->backend, impl->report.end,
+      Position(impl->appender->first_segment(), seg::kHeaderSize));
+  impl->driver->start();
+  return std::unique_ptr<Log>(new Log(std::move(impl)));
+}
+
+Result<Position> Log::append(std::span<const std::byte> record) {
+  if (record.empty()) return make_error(Errc::invalid_argument, "empty record (records hold 1 byte or more)");
+  if (record.size() > impl_->config.max_record_size()) {
+    return make_error(Errc::invalid_argument,
+                      "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
+                          std::to_string(impl_->config.max_record_size()) +
+                          " (half of segment_size " + std::to_string(impl_->config.segment_size) +
+                          ")");
+  }
+  if (impl_->closing.load(std::memory_order_relaxed)) {
+    return make_error(Errc::closed, "the log is closed");
+  }
+  if (impl_->driver->failed()) {
+    auto f = impl_->driver->failure();
+    return make_error(Errc::failed, "the log stopped after a failed sync: " + f->message,
+                      f->sys_errno);
+  }
+  auto pos = impl_->appender->append(seg::Kind::data, record);
+  if (!pos) return pos;
+  if (auto r = impl_->driver->after_append(*pos); !r) return std::unexpected(r.error());
+  return pos;
+}
+
+Result<void> Log::sync() {
+  if (impl_->closed) return make_error(Errc::closed, "the log is closed");
+  return impl_->driver->sync();
+}
+
+Position Log::durable() const { return impl_->driver->durable(); }
+
+Result<void> Log::release_before(Position pos) {
+  std::lock_guard lock(impl_->release_mu);
+  if (impl_->closed) return make_error(Errc::closed, "the log is closed");
+  const Position durable = impl_->driver->durable();
+  std::vector<uint64_t> ids;
+  for (uint64_t id : impl_->manager->segment_ids()) {
+    // A segment goes only when a later one holds the durable position: then
+    // its end record, and everything before it, has been synced.
+    if (id < pos.segment() && id < durable.segment()) ids.push_back(id);
+  }
+  if (ids.empty()) return {};
+  auto r = impl_->manager->release(ids);
+  std::erase_if(impl_->recovered, [&](const seg::Extent& e) { return e.segment <= ids.back(); });
+  return r;
+}
+
+std::vector<seg::Extent> Log::Impl::readable_extents() const {
+  std::vector<seg::Extent> out;
+  const auto ids = manager->segment_ids();
+  for (const auto& e : recovered) {
+    if (std::binary_search(ids.begin(), ids.end(), e.segment)) out.push_back(e);
+  }
+  for (uint64_t id : ids) {
+    if (id >= appender->first_segment()) out.push_back(seg::Extent{id, seg::kHeaderSize, UINT32_MAX});
+  }
+  return out;
+}
+
+const RecoveryReport& Log::recovery() const { return impl_->report; }
+const Config& Log::config() const { return impl_->config; }
+
+Stats Log::stats() const {
+  Stats s;
+  const auto d = impl_->driver->stats();
+  const auto m = impl_->manager->stats();
+  s.syncs = d.syncs;
+  s.lag_blocked_appends = d.lag_blocked;
+  s.max_sync_lag_us = d.max_lag_us;
+  s.segments_created = m.created;
+  s.segments_recycled = m.recycled;
+  s.segments_released = m.released;
+  s.allocation_stalls = m.stalls;
+  return s;
+}
+
+Result<void> Log::close() {
+  if (impl_->closed) return {};
+  impl_->closing.store(true);
+  auto r = impl_->driver->close();
+  auto m = impl_->manager->stop();
+  impl_->closed = true;
+  impl_->lock.close();
+  if (!r) return r;
+  return m;
+}
+
+}  // namespace synclog

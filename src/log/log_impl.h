@@ -1,0 +1,36 @@
+// The Log facade's state: wires recovery, the segment manager, the appender,
+// the backend and the sync driver. No I/O logic lives here.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "io/file.h"
+#include "segments/appender.h"
+#include "segments/manager.h"
+#include "segments/recovery.h"
+#include "sync/backend.h"
+#include "sync/driver.h"
+#include "synclog/log.h"
+
+namespace synclog {
+
+struct Log::Impl {
+  Config config;
+  io::File lock;
+  RecoveryReport report;
+  std::vector<seg::Extent> recovered;  // earlier sessions' replayable bytes
+  std::unique_ptr<seg::SegmentManager> manager;
+  std::unique_ptr<seg::Appender> appender;
+  std::unique_ptr<sync::Backend> backend;
+  std::unique_ptr<sync::Driver> driver;
+  std::atomic<bool> closing{false};
+  bool closed = false;
+  std::mutex release_mu;
+
+  std::vector<seg::Extent> readable_extents() const;
+};
+
+}  // namespace synclog

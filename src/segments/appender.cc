@@ -1,0 +1,115 @@
+#include "segments/appender.h"
+
+#include <cstring>
+
+#include "segments/inflight.h"
+
+namespace synclog::seg {
+
+Result<void> Appender::start(Position previous_end) {
+  auto seg = manager_.take(allocation_timeout_);
+  if (!seg) return std::unexpected(seg.error());
+  first_segment_ = (*seg)->id();
+  install(*seg);
+  auto pos = append_position(Kind::session, previous_end);
+  if (!pos) return std::unexpected(pos.error());
+  return {};
+}
+
+void Appender::install(Segment* next) {
+  std::lock_guard lock(mu_);
+  live_.push_back(next);
+  active_.store(next, std::memory_order_release);
+}
+
+Result<Position> Appender::append_position(Kind kind, Position value) {
+  std::byte payload[kPositionPayload];
+  const uint64_t raw = value.raw();
+  std::memcpy(payload, &raw, sizeof raw);
+  return append(kind, payload);
+}
+
+Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload) {
+  inflight::Slot* slot = inflight::mine();
+  if (slot == nullptr) {
+    return make_error(Errc::invalid_argument, "more than " +
+                                                  std::to_string(inflight::kMaxThreads) +
+                                                  " threads are appending at once");
+  }
+  const uint64_t size = framed_size(static_cast<uint32_t>(payload.size()));
+  for (;;) {
+    inflight::begin(*slot);
+    Segment* seg = active_.load(std::memory_order_acquire);
+    const uint64_t off = seg->reserved.fetch_add(size);
+    if (off + size <= seg->capacity()) {
+      encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), kind, payload);
+      inflight::end(*slot);
+      return Position(seg->id(), off);
+    }
+    if (off <= seg->capacity()) {
+      // This writer crossed the end: it closes the segment for replay.
+      encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), Kind::end, {});
+      seg->sealed_end.store(off + kRecordHeaderSize, std::memory_order_release);
+    }
+    inflight::end(*slot);
+    // Waiting for a segment happens outside the inflight window, so a sync
+    // never waits on a writer that waits on space.
+    if (auto r = advance_from(seg); !r) return std::unexpected(r.error());
+  }
+}
+
+Result<void> Appender::advance_from(Segment* full) {
+  std::lock_guard lock(mu_);
+  if (active_.load(std::memory_order_acquire) != full) return {};
+  if (sealed_) return make_error(Errc::closed, "the log is closed");
+  // The writer that wrote the end record may still be on its way here; the
+  // switch below only needs the segment to be full, which it is.
+  auto next = manager_.take(allocation_timeout_);
+  if (!next) return std::unexpected(next.error());
+  live_.push_back(*next);
+  active_.store(*next, std::memory_order_release);
+  return {};
+}
+
+Position Appender::head() const {
+  Segment* seg = active_.load(std::memory_order_acquire);
+  const uint64_t reserved = seg->reserved.load();
+  return Position(seg->id(), std::min(reserved, seg->capacity()));
+}
+
+void Appender::drain() const { inflight::drain(); }
+
+Result<Position> Appender::seal() {
+  std::lock_guard lock(mu_);
+  Segment* seg = active_.load(std::memory_order_acquire);
+  sealed_ = true;
+  // Push the reservation past the end so that later appends overflow; the
+  // overflow path then finds the log sealed.
+  const uint64_t off = seg->reserved.fetch_add(seg->size());
+  inflight::drain();
+  if (off > seg->capacity()) {
+    // A writer crossed the end just before us and wrote the end record; its
+    // switch is blocked on our lock and will see sealed_.
+    const uint64_t end = seg->sealed_end.load(std::memory_order_acquire);
+    return Position(seg->id(), end);
+  }
+  encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), Kind::end, {});
+  seg->sealed_end.store(off + kRecordHeaderSize, std::memory_order_release);
+  return Position(seg->id(), off + kRecordHeaderSize);
+}
+
+std::vector<Segment*> Appender::segments_from(uint64_t from) const {
+  std::lock_guard lock(mu_);
+  std::vector<Segment*> out;
+  for (Segment* s : live_) {
+    if (s->id() >= from) out.push_back(s);
+  }
+  return out;
+}
+
+void Appender::forget_before(uint64_t id) {
+  std::lock_guard lock(mu_);
+  while (live_.size() > 1 && live_.front()->id() < id) live_.pop_front();
+}
+
+}  // namespace synclog::seg

@@ -1,0 +1,66 @@
+// Appender: the write path's first half. Reserves space in the active
+// segment with one fetch_add, frames and checksums the record straight into
+// the segment image, and marks it complete (inflight.h). On overflow the one
+// writer that crossed the end writes the end record and switches to the next
+// spare segment; the others wait for that switch.
+//
+// Thread-safe. The SegmentManager must outlive it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "segments/format.h"
+#include "segments/manager.h"
+#include "synclog/error.h"
+#include "synclog/position.h"
+
+namespace synclog::seg {
+
+class Appender {
+ public:
+  Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout)
+      : manager_(manager), allocation_timeout_(allocation_timeout) {}
+
+  // Takes the session's first segment and writes the session record naming
+  // where the previous session's log ended.
+  [[nodiscard]] Result<void> start(Position previous_end);
+
+  // Appends one record; returns where it starts.
+  [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
+  [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
+
+  // Everything reserved so far ends before this position.
+  Position head() const;
+  // Waits until every append that began before the call is complete.
+  void drain() const;
+
+  // Writes the end record into the active segment and refuses further
+  // appends; returns the position just past it.
+  [[nodiscard]] Result<Position> seal();
+
+  // Segments of this session with id >= `from`, in order.
+  std::vector<Segment*> segments_from(uint64_t from) const;
+  // Drops segments below `id` from the list (they are complete and synced).
+  void forget_before(uint64_t id);
+  uint64_t first_segment() const { return first_segment_; }
+
+ private:
+  [[nodiscard]] Result<void> advance_from(Segment* full);
+  void install(Segment* next);
+
+  SegmentManager& manager_;
+  const std::chrono::milliseconds allocation_timeout_;
+  std::atomic<Segment*> active_{nullptr};
+  uint64_t first_segment_ = 0;
+  mutable std::mutex mu_;  // segment switches and live_
+  std::deque<Segment*> live_;
+  bool sealed_ = false;
+};
+
+}  // namespace synclog::seg

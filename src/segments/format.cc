@@ -1,0 +1,157 @@
+#include "segments/format.h"
+
+#include <cstring>
+
+#include "io/crc32c.h"
+
+namespace synclog::seg {
+namespace {
+
+template <class T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+void store(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+constexpr uint32_t kHeaderCrcOffset = kHeaderSize - 4;
+
+// The checksum salts the record with where it belongs (F2): the segment id
+// and the offset, then the length/kind word, then the payload.
+uint32_t record_crc(uint64_t segment_id, uint32_t offset, uint32_t word,
+                    std::span<const std::byte> payload) {
+  std::byte salt[16];
+  store(salt, segment_id);
+  store(salt + 8, offset);
+  store(salt + 12, word);
+  uint32_t crc = io::crc32c(0, salt);
+  return io::crc32c(crc, payload);
+}
+
+}  // namespace
+
+void encode_header(const SegmentHeader& h, std::span<std::byte> out) {
+  std::memset(out.data(), 0, kHeaderSize);
+  std::byte* p = out.data();
+  store(p + 0, kMagic);
+  store(p + 8, kVersion);
+  store(p + 12, uint32_t{0});  // flags: reserved
+  store(p + 16, h.segment_id);
+  store(p + 24, h.segment_size);
+  store(p + 32, h.block_size);
+  store(p + kHeaderCrcOffset, io::crc32c(0, out.first(kHeaderCrcOffset)));
+}
+
+Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
+  auto fail = [](std::string why) { return make_error(Errc::bad_directory, std::move(why)); };
+  if (in.size() < kHeaderSize) return fail("file is shorter than a segment header");
+  const std::byte* p = in.data();
+  if (load<uint64_t>(p) != kMagic) return fail("not a synclog segment (bad magic)");
+  if (load<uint32_t>(p + kHeaderCrcOffset) != io::crc32c(0, in.first(kHeaderCrcOffset))) {
+    return fail("segment header checksum mismatch");
+  }
+  uint32_t version = load<uint32_t>(p + 8);
+  if (version != kVersion) {
+    return fail("unsupported format version " + std::to_string(version) + " (this build reads " +
+                std::to_string(kVersion) + ")");
+  }
+  if (load<uint32_t>(p + 12) != 0) return fail("unknown segment header flags");
+  SegmentHeader h;
+  h.segment_id = load<uint64_t>(p + 16);
+  h.segment_size = load<uint64_t>(p + 24);
+  h.block_size = load<uint32_t>(p + 32);
+  if (h.segment_size < kHeaderSize + kRecordHeaderSize || h.segment_size > (1ull << 32)) {
+    return fail("implausible segment size " + std::to_string(h.segment_size));
+  }
+  return h;
+}
+
+void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
+                   std::span<const std::byte> payload) {
+  std::byte* p = image.data() + offset;
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  const uint32_t word = len | (static_cast<uint32_t>(kind) << 24);
+  if (!payload.empty()) std::memcpy(p + kRecordHeaderSize, payload.data(), len);
+  const uint32_t pad = framed_size(len) - kRecordHeaderSize - len;
+  if (pad > 0) std::memset(p + kRecordHeaderSize + len, 0, pad);
+  store(p + 4, word);
+  store(p, record_crc(segment_id, offset, word, payload));
+}
+
+void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset,
+                            Kind kind, Position value) {
+  std::byte payload[kPositionPayload];
+  store(payload, value.raw());
+  encode_record(image, segment_id, offset, kind, payload);
+}
+
+Position RecordView::position_payload() const {
+  return payload.size() == kPositionPayload ? Position::from_raw(load<uint64_t>(payload.data()))
+                                            : Position{};
+}
+
+Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uint32_t offset) {
+  Decoded d{Decode::bad, {}, nullptr};
+  if (offset % kAlign != 0 || uint64_t{offset} + kRecordHeaderSize > image.size()) {
+    d.reason = "record header cut off";
+    return d;
+  }
+  const std::byte* p = image.data() + offset;
+  const uint32_t crc = load<uint32_t>(p);
+  const uint32_t word = load<uint32_t>(p + 4);
+  if (crc == 0 && word == 0) {
+    d.status = Decode::empty;
+    return d;
+  }
+  const uint32_t len = word & kMaxPayload;
+  const uint8_t kind_flags = static_cast<uint8_t>(word >> 24);
+  const auto kind = static_cast<Kind>(kind_flags & 0x0f);
+  if ((kind_flags & 0xf0) != 0) {
+    d.reason = "reserved record flags set";
+    return d;
+  }
+  switch (kind) {
+    case Kind::data:
+      if (len == 0) {
+        d.reason = "empty data record";
+        return d;
+      }
+      break;
+    case Kind::end:
+      if (len != 0) {
+        d.reason = "bad end-of-segment record";
+        return d;
+      }
+      break;
+    case Kind::sync:
+    case Kind::session:
+      if (len != kPositionPayload) {
+        d.reason = "bad marker length";
+        return d;
+      }
+      break;
+    default:
+      d.reason = "unknown record kind";
+      return d;
+  }
+  const uint64_t framed = framed_size(len);
+  if (offset + framed > image.size()) {
+    d.reason = "record runs past the end of the segment";
+    return d;
+  }
+  auto payload = image.subspan(offset + kRecordHeaderSize, len);
+  if (record_crc(segment_id, offset, word, payload) != crc) {
+    d.reason = "record checksum mismatch";
+    return d;
+  }
+  d.status = Decode::ok;
+  d.record = RecordView{kind, offset, static_cast<uint32_t>(framed), payload};
+  return d;
+}
+
+}  // namespace synclog::seg

@@ -1,0 +1,83 @@
+// The on-disk format (docs/format.md is the reference; keep them in step).
+// Pure encoding and decoding over byte spans: no syscalls here.
+//
+// A segment file is a 64-byte header followed by 8-byte-aligned records.
+// Every record checksum covers the segment id and the record's offset, so a
+// record is valid only where it was written (F2).
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "synclog/error.h"
+#include "synclog/position.h"
+
+namespace synclog::seg {
+
+static_assert(std::endian::native == std::endian::little, "the format is little-endian");
+
+inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kHeaderSize = 64;
+inline constexpr uint32_t kRecordHeaderSize = 8;
+inline constexpr uint32_t kAlign = 8;
+inline constexpr uint32_t kMaxPayload = (1u << 24) - 1;
+inline constexpr uint32_t kPositionPayload = 8;  // sync and session records carry one Position
+
+enum class Kind : uint8_t {
+  none = 0,     // never written: all-zero header
+  data = 1,     // a user record
+  sync = 2,     // sync marker: payload = durable position before this sync began
+  end = 3,      // end of segment: replay continues in the next segment
+  session = 4,  // first record of a session: payload = where the previous session ended
+};
+
+constexpr uint32_t framed_size(uint32_t payload) {
+  return (kRecordHeaderSize + payload + kAlign - 1) & ~(kAlign - 1);
+}
+
+struct SegmentHeader {
+  uint64_t segment_id = 0;
+  uint64_t segment_size = 0;
+  uint32_t block_size = 0;
+};
+
+void encode_header(const SegmentHeader& h, std::span<std::byte> out);
+// Fails with Errc::bad_directory and a reason (bad magic, version, checksum...).
+[[nodiscard]] Result<SegmentHeader> decode_header(std::span<const std::byte> in);
+
+// Frames a record at image[offset]: payload first, then the checksummed
+// header. `image` must hold framed_size(payload.size()) bytes at offset.
+void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
+                   std::span<const std::byte> payload);
+void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset,
+                            Kind kind, Position value);
+
+enum class Decode {
+  ok,     // a valid record
+  empty,  // an all-zero header: nothing was written here
+  bad,    // anything else: torn, damaged, stale or truncated
+};
+
+struct RecordView {
+  Kind kind = Kind::none;
+  uint32_t offset = 0;
+  uint32_t framed = 0;  // bytes to the next record
+  std::span<const std::byte> payload;
+  Position position_payload() const;  // for sync and session records
+};
+
+struct Decoded {
+  Decode status;
+  RecordView record;
+  const char* reason = nullptr;  // why a record is bad
+};
+
+// Decodes the record at `offset` in `image` (a segment's bytes from 0; may be
+// shorter than the segment if the file was truncated).
+Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uint32_t offset);
+
+}  // namespace synclog::seg

@@ -1,0 +1,240 @@
+#include "segments/manager.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace synclog::seg {
+namespace {
+constexpr auto kRetryDelay = std::chrono::milliseconds(50);
+constexpr size_t kZeroChunk = 1 << 20;
+}  // namespace
+
+SegmentManager::SegmentManager(ManagerOptions options, uint64_t next_id,
+                               std::map<uint64_t, uint64_t> existing)
+    : opt_(std::move(options)), next_id_(next_id) {
+  for (auto [id, size] : existing) {
+    segments_[id].size = size;
+    total_size_ += size;
+  }
+}
+
+SegmentManager::~SegmentManager() { (void)stop(); }
+
+void SegmentManager::start() { thread_ = std::thread([this] { run(); }); }
+
+std::filesystem::path SegmentManager::path_of(uint64_t id) const {
+  return opt_.dir / segment_file_name(id);
+}
+
+Result<void> SegmentManager::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !thread_.joinable()) return {};
+    stopping_ = true;
+  }
+  work_.notify_all();
+  spare_ready_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Spares hold no records: deleting them loses nothing.
+  Result<void> result;
+  std::lock_guard lock(mu_);
+  bool removed = false;
+  for (auto& s : spares_) {
+    s->retire();
+    auto r = io::remove_file(s->path());
+    if (!r && result) result = r;
+    total_size_ -= s->size();
+    retired_.push_back(std::move(s));
+    removed = true;
+  }
+  spares_.clear();
+  for (auto& path : to_recycle_) {
+    auto r = io::remove_file(path);
+    if (!r && result) result = r;
+    total_size_ -= opt_.segment_size;
+    removed = true;
+  }
+  to_recycle_.clear();
+  if (removed) {
+    auto r = io::sync_dir(opt_.dir);
+    if (!r && result) result = r;
+  }
+  return result;
+}
+
+Result<void> SegmentManager::write_header(const io::File& file, uint64_t id) const {
+  std::byte header[kHeaderSize];
+  encode_header(SegmentHeader{id, opt_.segment_size, opt_.block_size}, header);
+  return file.write_at(0, header);
+}
+
+Result<std::unique_ptr<Segment>> SegmentManager::make_spare(
+    uint64_t id, const std::filesystem::path* recycled) {
+  // A recycled file keeps its old records, but their checksums name the old
+  // id (F2), so they never replay under the new one.
+  const auto tmp = recycled ? *recycled : opt_.dir / (segment_file_name(id) + ".tmp");
+  auto fail = [&](Error e) -> Result<std::unique_ptr<Segment>> {
+    if (!recycled) (void)io::remove_file(tmp);
+    return std::unexpected(std::move(e));
+  };
+  auto file = io::File::open(tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new);
+  if (!file) return fail(file.error());
+  if (!recycled) {
+    // Real blocks, not a sparse file: an mmap store can then never SIGBUS on
+    // a full disk, and zeroed blocks make later syncs overwrites.
+    if (auto r = file->allocate(opt_.segment_size); !r) return fail(r.error());
+    if (opt_.prezero) {
+      std::vector<std::byte> zeros(kZeroChunk);
+      for (uint64_t off = 0; off < opt_.segment_size; off += kZeroChunk) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kZeroChunk, opt_.segment_size - off));
+        if (auto r = file->write_at(off, std::span(zeros).first(n)); !r) return fail(r.error());
+      }
+    }
+  }
+  if (auto r = write_header(*file, id); !r) return fail(r.error());
+  if (auto r = file->datasync(); !r) return fail(r.error());
+  file->close();
+  if (auto r = io::rename_file(tmp, path_of(id)); !r) return fail(r.error());
+  if (auto r = io::sync_dir(opt_.dir); !r) return std::unexpected(r.error());
+  auto seg = std::make_unique<Segment>(id, opt_.segment_size, path_of(id));
+  if (auto r = seg->open_mapped(); !r) return std::unexpected(r.error());
+  return seg;
+}
+
+void SegmentManager::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const bool want_spare = spares_.size() < opt_.spares;
+    if (!to_recycle_.empty() && !want_spare) {
+      // More released files than spares needed: delete the surplus.
+      auto path = std::move(to_recycle_.front());
+      to_recycle_.pop_front();
+      total_size_ -= opt_.segment_size;
+      lock.unlock();
+      auto r = io::remove_file(path);
+      if (r) r = io::sync_dir(opt_.dir);
+      lock.lock();
+      if (!r) last_error_ = r.error().message;
+      continue;
+    }
+    if (!want_spare) {
+      work_.wait(lock);
+      continue;
+    }
+    std::filesystem::path recycled;
+    const bool recycling = !to_recycle_.empty();
+    if (recycling) {
+      recycled = std::move(to_recycle_.front());
+      to_recycle_.pop_front();
+    } else if (opt_.max_total_size != 0 && total_size_ + opt_.segment_size > opt_.max_total_size) {
+      last_error_ = "segment files use " + std::to_string(total_size_) + " of max_total_size " +
+                    std::to_string(opt_.max_total_size) + " bytes";
+      work_.wait(lock);
+      continue;
+    } else {
+      total_size_ += opt_.segment_size;
+    }
+    // The id is not consumed until the spare exists, so a session's
+    // segments stay consecutive even when creation fails and is retried.
+    const uint64_t id = next_id_;
+    lock.unlock();
+    auto seg = make_spare(id, recycling ? &recycled : nullptr);
+    lock.lock();
+    if (!seg) {
+      last_error_ = seg.error().message;
+      if (recycling) {
+        to_recycle_.push_front(std::move(recycled));
+      } else {
+        total_size_ -= opt_.segment_size;
+      }
+      work_.wait_for(lock, kRetryDelay);
+      continue;
+    }
+    ++next_id_;
+    ++(recycling ? stats_.recycled : stats_.created);
+    last_error_.clear();
+    spares_.push_back(std::move(*seg));
+    spare_ready_.notify_all();
+  }
+}
+
+Result<Segment*> SegmentManager::take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (spares_.empty()) {
+    ++stats_.stalls;
+    work_.notify_one();
+    spare_ready_.wait_for(lock, timeout, [&] { return !spares_.empty() || stopping_; });
+  }
+  if (spares_.empty()) {
+    std::string why = last_error_.empty() ? "no spare segment was ready" : last_error_;
+    return make_error(Errc::no_space, "no segment available after " +
+                                          std::to_string(timeout.count()) + " ms: " + why);
+  }
+  auto seg = std::move(spares_.front());
+  spares_.pop_front();
+  Segment* raw = seg.get();
+  Entry& e = segments_[raw->id()];
+  e.size = raw->size();
+  e.live = std::move(seg);
+  work_.notify_one();
+  return raw;
+}
+
+Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
+  if (ids.empty()) return {};
+  std::unique_lock lock(mu_);
+  Result<void> result;
+  for (uint64_t id : ids) {
+    auto it = segments_.find(id);
+    if (it == segments_.end()) continue;
+    Entry e = std::move(it->second);
+    segments_.erase(it);
+    if (e.live) {
+      e.live->retire();
+      retired_.push_back(std::move(e.live));
+    }
+    const auto path = path_of(id);
+    const bool recycle = opt_.recycle && e.size == opt_.segment_size &&
+                         spares_.size() + to_recycle_.size() < opt_.spares;
+    if (recycle) {
+      auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
+      auto r = io::rename_file(path, dest);
+      if (r) {
+        to_recycle_.push_back(dest);
+      } else {
+        result = r;
+      }
+    } else {
+      auto r = io::remove_file(path);
+      if (r) {
+        total_size_ -= e.size;
+      } else {
+        result = r;
+      }
+    }
+    ++stats_.released;
+  }
+  lock.unlock();
+  work_.notify_one();
+  if (auto r = io::sync_dir(opt_.dir); !r && result) result = r;
+  return result;
+}
+
+std::vector<uint64_t> SegmentManager::segment_ids() const {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> ids;
+  for (auto& [id, e] : segments_) ids.push_back(id);
+  return ids;
+}
+
+uint64_t SegmentManager::total_size() const {
+  std::lock_guard lock(mu_);
+  return total_size_;
+}
+
+ManagerStats SegmentManager::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace synclog::seg

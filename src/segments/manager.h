@@ -1,0 +1,97 @@
+// SegmentManager: owns the segment files of a log directory. A background
+// thread keeps `spares` segments created (allocated, optionally zeroed,
+// header written and synced, file and directory fsynced) so that appends
+// never wait on file creation in steady state; released segments are
+// recycled into spares or deleted; the total size of all segment files stays
+// within the configured limit, which turns into back-pressure for take().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "segments/segment.h"
+#include "synclog/error.h"
+
+namespace synclog::seg {
+
+struct ManagerOptions {
+  std::filesystem::path dir;
+  uint64_t segment_size = 0;
+  uint32_t spares = 1;
+  bool recycle = true;
+  bool prezero = true;
+  uint64_t max_total_size = 0;  // 0 = unbounded
+  uint32_t block_size = 4096;
+};
+
+struct ManagerStats {
+  uint64_t created = 0;
+  uint64_t recycled = 0;
+  uint64_t released = 0;
+  uint64_t stalls = 0;  // take() calls that found no spare ready
+};
+
+class SegmentManager {
+ public:
+  // `existing` lists the segment files recovery kept (id -> file size);
+  // new segments get ids from `next_id` on.
+  SegmentManager(ManagerOptions options, uint64_t next_id, std::map<uint64_t, uint64_t> existing);
+  ~SegmentManager();
+
+  void start();
+  // Stops the thread and deletes the spares and unfinished recycles.
+  [[nodiscard]] Result<void> stop();
+
+  // The next segment, mapped and ready for appends. Waits up to `timeout`
+  // when none is ready; then fails with Errc::no_space naming the cause (the
+  // size limit or the last creation error).
+  [[nodiscard]] Result<Segment*> take(std::chrono::milliseconds timeout);
+
+  // Lets go of these segments (none may still be written or unsynced):
+  // recycled into spares or deleted. The files leave their segment names
+  // before this returns, durably.
+  [[nodiscard]] Result<void> release(const std::vector<uint64_t>& ids);
+
+  // Ids of the segment files currently in the log (not spares), ascending.
+  std::vector<uint64_t> segment_ids() const;
+  uint64_t total_size() const;
+  ManagerStats stats() const;
+
+ private:
+  struct Entry {
+    uint64_t size = 0;
+    std::unique_ptr<Segment> live;  // null for segments of earlier sessions
+  };
+
+  void run();
+  // Makes one spare (new file or recycled one); called without the lock.
+  Result<std::unique_ptr<Segment>> make_spare(uint64_t id, const std::filesystem::path* recycled);
+  Result<void> write_header(const io::File& file, uint64_t id) const;
+  std::filesystem::path path_of(uint64_t id) const;
+
+  const ManagerOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable spare_ready_;   // take() waits on it
+  std::condition_variable work_;          // the thread waits on it
+  std::map<uint64_t, Entry> segments_;    // in the log, by id
+  std::deque<std::unique_ptr<Segment>> spares_;
+  std::deque<std::filesystem::path> to_recycle_;
+  std::vector<std::unique_ptr<Segment>> retired_;  // control blocks kept until close
+  uint64_t next_id_;
+  uint64_t total_size_ = 0;
+  std::string last_error_;
+  ManagerStats stats_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace synclog::seg

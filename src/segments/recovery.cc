@@ -1,0 +1,266 @@
+#include "segments/recovery.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "io/file.h"
+#include "segments/format.h"
+#include "segments/segment.h"
+
+namespace synclog::seg {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+struct Scan {
+  std::optional<uint32_t> first_valid;  // first offset at or after `from` holding a valid record
+  Position max_marker;                  // largest durable position named by a sync marker
+};
+
+// Looks for valid records at every aligned offset from `from` on. Only runs
+// where the ordinary walk stopped, so its cost is paid on damage or at the end.
+Scan scan(std::span<const std::byte> buf, uint64_t id, uint64_t from) {
+  Scan s;
+  for (uint64_t off = from; off + kRecordHeaderSize <= buf.size();) {
+    Decoded d = decode_record(buf, id, static_cast<uint32_t>(off));
+    if (d.status != Decode::ok) {
+      off += kAlign;
+      continue;
+    }
+    if (!s.first_valid) s.first_valid = static_cast<uint32_t>(off);
+    if (d.record.kind == Kind::sync) s.max_marker = std::max(s.max_marker, d.record.position_payload());
+    off += d.record.framed;
+  }
+  return s;
+}
+
+// Bytes from `from` to the last non-zero byte: what a torn write left.
+uint64_t written_bytes_after(std::span<const std::byte> buf, uint64_t from) {
+  uint64_t last = buf.size();
+  while (last > from && buf[last - 1] == std::byte{0}) --last;
+  return last - std::min(last, from);
+}
+
+class Recovery {
+ public:
+  Recovery(std::filesystem::path dir, RecoveryMode mode) : dir_(std::move(dir)), mode_(mode) {}
+
+  Result<Recovered> run();
+
+ private:
+  std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
+  Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
+  Result<Bytes> load_checked(uint64_t id) const;
+  std::optional<size_t> find_session_after(size_t from, Position prev_end) const;
+  bool starts_session(uint64_t id, Position prev_end) const;
+  Result<void> list();
+  // Handles the end of valid records at `here`; returns the index of the
+  // segment to continue with, or nullopt when the log ends.
+  Result<std::optional<size_t>> at_gap(size_t i, const Bytes& buf, const Decoded& d, Position here,
+                                       uint32_t* resume);
+  std::unexpected<Error> corrupt(Position at, const std::string& why) const {
+    return make_error(Errc::corruption, "log damaged at segment " + std::to_string(at.segment()) +
+                                            " offset " + std::to_string(at.offset()) + ": " + why +
+                                            " (recovery=" + to_string(mode_) + ")");
+  }
+
+  const std::filesystem::path dir_;
+  const RecoveryMode mode_;
+  std::vector<uint64_t> ids_;
+  Recovered out_;
+};
+
+Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
+  auto file = io::File::open(path_of(id), io::File::Mode::read);
+  if (!file) return std::unexpected(file.error());
+  auto size = file->size();
+  if (!size) return std::unexpected(size.error());
+  Bytes buf(static_cast<size_t>(std::min(*size, max_bytes)));
+  auto n = file->read_at(0, buf);
+  if (!n) return std::unexpected(n.error());
+  buf.resize(*n);
+  return buf;
+}
+
+Result<Bytes> Recovery::load_checked(uint64_t id) const {
+  auto buf = load(id);
+  if (!buf) return buf;
+  auto header = decode_header(*buf);
+  if (!header) return std::unexpected(header.error());
+  if (header->segment_id != id) {
+    return make_error(Errc::bad_directory,
+                      "header names segment " + std::to_string(header->segment_id));
+  }
+  if (buf->size() > header->segment_size) {
+    return make_error(Errc::bad_directory, "file is larger than its header's segment size");
+  }
+  return buf;
+}
+
+bool Recovery::starts_session(uint64_t id, Position prev_end) const {
+  auto buf = load(id, kHeaderSize + framed_size(kPositionPayload));
+  if (!buf) return false;
+  Decoded d = decode_record(*buf, id, kHeaderSize);
+  return d.status == Decode::ok && d.record.kind == Kind::session &&
+         d.record.position_payload() == prev_end;
+}
+
+std::optional<size_t> Recovery::find_session_after(size_t from, Position prev_end) const {
+  for (size_t j = from; j < ids_.size(); ++j) {
+    if (starts_session(ids_[j], prev_end)) return j;
+  }
+  return std::nullopt;
+}
+
+Result<void> Recovery::list() {
+  auto names = io::list_dir(dir_);
+  if (!names) return std::unexpected(names.error());
+  std::sort(names->begin(), names->end());
+  for (const auto& name : *names) {
+    uint64_t id = 0;
+    if (parse_segment_file_name(name, &id)) {
+      ids_.push_back(id);
+    } else if (is_temp_file_name(name)) {
+      out_.temp_files.push_back(name);
+    } else if (name != kLockFileName) {
+      return make_error(Errc::bad_directory,
+                        "foreign file '" + name + "' in log directory " + dir_.string() +
+                            " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files and LOCK)");
+    }
+  }
+  std::sort(ids_.begin(), ids_.end());
+  for (uint64_t id : ids_) {
+    auto file = io::File::open(path_of(id), io::File::Mode::read);
+    if (!file) return std::unexpected(file.error());
+    auto size = file->size();
+    if (!size) return std::unexpected(size.error());
+    out_.kept[id] = *size;
+  }
+  return {};
+}
+
+Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const Decoded& d,
+                                               Position here, uint32_t* resume) {
+  RecoveryReport& rep = out_.report;
+  if (auto j = find_session_after(i + 1, here)) {
+    if (*j > i + 1) {
+      uint64_t bytes = 0;
+      for (size_t k = i + 1; k < *j; ++k) bytes += out_.kept[ids_[k]];
+      rep.damage.push_back(Damage{Position(ids_[i + 1], 0), bytes,
+                                  "segments left behind by an earlier recovery"});
+    }
+    return *j;
+  }
+  // Markers after the gap name positions that were durable before it.
+  Scan here_scan = scan(buf, here.segment(), here.offset());
+  Position proven = here_scan.max_marker;
+  bool later_valid = false;
+  for (size_t k = i + 1; k < ids_.size(); ++k) {
+    auto later = load(ids_[k]);
+    if (!later) continue;
+    Scan s = scan(*later, ids_[k], kHeaderSize);
+    proven = std::max(proven, s.max_marker);
+    later_valid |= s.first_valid.has_value();
+  }
+  const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
+  if (here < proven) {
+    const std::string why = reason + " before durable position " + proven.to_string();
+    if (mode_ == RecoveryMode::absolute) return corrupt(here, why);
+    if (mode_ == RecoveryMode::tolerate_torn_tail) {
+      rep.damage.push_back(Damage{here, written_bytes_after(buf, here.offset()), why});
+      return std::optional<size_t>();
+    }
+    if (here_scan.first_valid) {
+      rep.damage.push_back(Damage{here, *here_scan.first_valid - here.offset(), why});
+      *resume = *here_scan.first_valid;
+      return i;
+    }
+    rep.damage.push_back(Damage{here, buf.size() - here.offset(), why});
+    *resume = kHeaderSize;
+    return i + 1;
+  }
+  // The end of the log. Whatever lies past it was never acknowledged.
+  const bool torn = d.status != Decode::empty || here_scan.first_valid || later_valid;
+  if (torn) {
+    if (mode_ == RecoveryMode::absolute) return corrupt(here, "torn write (" + reason + ")");
+    rep.torn_tail = true;
+    rep.torn_bytes = written_bytes_after(buf, here.offset());
+  }
+  for (size_t k = i + 1; k < ids_.size(); ++k) out_.discard.push_back(ids_[k]);
+  return std::optional<size_t>();
+}
+
+Result<Recovered> Recovery::run() {
+  if (auto r = list(); !r) return std::unexpected(r.error());
+  out_.report.segments = static_cast<uint32_t>(ids_.size());
+  out_.next_id = ids_.empty() ? 1 : ids_.back() + 1;
+  RecoveryReport& rep = out_.report;
+  size_t i = 0;
+  uint32_t start = kHeaderSize;
+  while (i < ids_.size()) {
+    const uint64_t id = ids_[i];
+    auto buf = load_checked(id);
+    if (!buf) {
+      const std::string why = "segment file " + path_of(id).string() + ": " + buf.error().message;
+      if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
+      rep.damage.push_back(Damage{Position(id, 0), out_.kept[id], why});
+      ++i;
+      start = kHeaderSize;
+      continue;
+    }
+    uint32_t off = start;
+    uint32_t begin = start;
+    std::optional<size_t> next;
+    for (;;) {
+      Decoded d = decode_record(*buf, id, off);
+      if (d.status == Decode::ok && d.record.kind != Kind::end) {
+        if (d.record.kind == Kind::data) ++rep.records;
+        off += d.record.framed;
+        continue;
+      }
+      if (d.status == Decode::ok) {  // end of segment
+        off += d.record.framed;
+        out_.extents.push_back(Extent{id, begin, off});
+        rep.end = Position(id, off);
+        if (i + 1 < ids_.size()) {
+          const uint64_t nid = ids_[i + 1];
+          if (nid != id + 1 && !starts_session(nid, rep.end)) {
+            const std::string why = "segment " + std::to_string(id + 1) + " is missing";
+            if (mode_ == RecoveryMode::absolute) return corrupt(Position(id + 1, 0), why);
+            rep.damage.push_back(Damage{Position(id + 1, 0), 0, why});
+            if (mode_ == RecoveryMode::tolerate_torn_tail) break;
+          }
+          next = i + 1;
+        }
+        start = kHeaderSize;
+        break;
+      }
+      const Position here(id, off);
+      if (off > begin) out_.extents.push_back(Extent{id, begin, off});
+      rep.end = here;
+      uint32_t resume = kHeaderSize;
+      auto step = at_gap(i, *buf, d, here, &resume);
+      if (!step) return std::unexpected(step.error());
+      if (*step && **step == i) {  // skip mode found valid records further on
+        off = begin = resume;
+        continue;
+      }
+      next = *step;
+      start = resume;
+      break;
+    }
+    if (!next) break;
+    i = *next;
+  }
+  // Count only what replay returns: records in discarded segments were never acknowledged.
+  for (uint64_t id : out_.discard) out_.kept.erase(id);
+  return std::move(out_);
+}
+
+}  // namespace
+
+Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode) {
+  return Recovery(dir, mode).run();
+}
+
+}  // namespace synclog::seg

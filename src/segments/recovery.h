@@ -1,0 +1,46 @@
+// Recovery: scans a log directory once at open and decides, segment by
+// segment, which byte ranges replay returns. The rules (docs/durability.md):
+//
+// - Records are read in order until an end record (continue with the next
+//   segment) or a slot that does not validate at offset p.
+// - If a later segment begins with a session record naming (segment, p) as
+//   the previous end, an earlier recovery already ended the log there:
+//   continue in that segment.
+// - Otherwise every sync marker found after p (scanning this and the later
+//   segments) names a position that was durable when it was written. If one
+//   of them lies past p, the bytes at p were durable and are now damaged;
+//   else p is in the last, unfinished sync: a torn tail (or a clean end if
+//   nothing at all was written from p on).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include "synclog/config.h"
+#include "synclog/error.h"
+#include "synclog/log.h"
+
+namespace synclog::seg {
+
+// Bytes [begin, end) of a segment hold records that replay returns; end is
+// UINT32_MAX for a segment still being written (read up to durable()).
+struct Extent {
+  uint64_t segment = 0;
+  uint32_t begin = 0;
+  uint32_t end = 0;
+};
+
+struct Recovered {
+  RecoveryReport report;
+  std::vector<Extent> extents;
+  std::map<uint64_t, uint64_t> kept;  // segment files that stay: id -> file size
+  std::vector<uint64_t> discard;      // after a torn or clean end: only unacknowledged bytes
+  std::vector<std::string> temp_files;
+  uint64_t next_id = 1;
+};
+
+[[nodiscard]] Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode);
+
+}  // namespace synclog::seg

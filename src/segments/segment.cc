@@ -1,0 +1,40 @@
+#include "segments/segment.h"
+
+#include <charconv>
+#include <cstdio>
+
+namespace synclog::seg {
+
+Result<void> Segment::open_mapped() {
+  auto file = io::File::open(path_, io::File::Mode::read_write);
+  if (!file) return std::unexpected(file.error());
+  auto map = io::Mapping::map_shared(*file, size_);
+  if (!map) return std::unexpected(map.error());
+  file_ = std::move(*file);
+  mapping_ = std::move(*map);
+  return {};
+}
+
+void Segment::retire() {
+  mapping_ = io::Mapping();
+  file_.close();
+}
+
+std::string segment_file_name(uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020llu.seg", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+bool parse_segment_file_name(const std::string& name, uint64_t* id) {
+  if (name.size() != 24 || name.compare(20, 4, ".seg") != 0) return false;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + 20, *id);
+  return ec == std::errc() && p == name.data() + 20;
+}
+
+bool is_temp_file_name(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+         name[0] >= '0' && name[0] <= '9';
+}
+
+}  // namespace synclog::seg

@@ -1,0 +1,35 @@
+// How bytes reach stable storage. The driver (driver.h) decides when; a
+// backend decides how. A backend never parses records.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "segments/segment.h"
+#include "synclog/config.h"
+#include "synclog/error.h"
+
+namespace synclog::sync {
+
+// Bytes [from, to) of a segment's image that must become durable.
+struct Range {
+  seg::Segment* segment = nullptr;
+  uint64_t from = 0;
+  uint64_t to = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Makes every range durable (survives power loss on a device that honours
+  // cache flushes) before returning. Any failure is final for the log: the
+  // kernel may have dropped the dirty data, so a retry could lie.
+  [[nodiscard]] virtual Result<void> persist(std::span<const Range> ranges) = 0;
+};
+
+// Builds the backend named in the config; a clear error if it cannot run here.
+[[nodiscard]] Result<std::unique_ptr<Backend>> make_backend(const Config& config);
+
+}  // namespace synclog::sync

@@ -1,0 +1,244 @@
+#include "sync/driver.h"
+
+#include <immintrin.h>
+
+#include <vector>
+
+#include "io/clock.h"
+
+namespace synclog::sync {
+namespace {
+
+// A parked thread takes 1-50 us to wake; a sync on fast media completes in
+// about that. Spin this many pause instructions (a few us) before sleeping.
+constexpr int kSpinBeforePark = 2000;
+
+uint64_t ns(std::chrono::microseconds us) { return static_cast<uint64_t>(us.count()) * 1000; }
+
+}  // namespace
+
+Driver::Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
+               Position synced)
+    : config_(config),
+      appender_(appender),
+      backend_(backend),
+      durable_(durable.raw()),
+      synced_(synced) {
+  lag_deadline_ns_.store(io::coarse_now_ns() + ns(config_.interval) + ns(config_.lag_bound));
+}
+
+Driver::~Driver() {
+  stopping_.store(true);
+  kick();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Driver::start() { thread_ = std::thread([this] { run(); }); }
+
+bool Driver::has_work() const {
+  if (stopping_.load()) return true;
+  const Position d = durable();
+  if (Position::from_raw(requested_.load()) > d) return true;
+  if (config_.mode == SyncMode::periodic) return false;
+  return appender_.head() > d;
+}
+
+void Driver::kick() {
+  kick_.fetch_add(1);
+  kick_.notify_one();
+  {
+    std::lock_guard lock(mu_);
+  }
+  cv_.notify_all();
+}
+
+void Driver::park() {
+  const uint32_t k = kick_.load();
+  parked_.store(true);
+  if (!has_work()) kick_.wait(k);
+  parked_.store(false, std::memory_order_relaxed);
+}
+
+void Driver::sleep_until(uint64_t deadline_ns) {
+  std::unique_lock lock(mu_);
+  while (!stopping_.load() && !(Position::from_raw(requested_.load()) > durable())) {
+    const uint64_t now = io::now_ns();
+    if (now >= deadline_ns) return;
+    cv_.wait_for(lock, std::chrono::nanoseconds(deadline_ns - now));
+  }
+}
+
+void Driver::run() {
+  uint64_t next_tick = io::now_ns() + ns(config_.interval);
+  while (!stopping_.load()) {
+    if (config_.mode == SyncMode::periodic) {
+      sleep_until(next_tick);
+      const uint64_t now = io::now_ns();
+      if (now >= next_tick) next_tick = now + ns(config_.interval);
+    } else if (!has_work()) {
+      park();
+      continue;
+    } else if (config_.mode == SyncMode::group) {
+      sleep_until(last_sync_start_ns_ + ns(config_.window));
+    }
+    if (stopping_.load()) break;
+    const Position d = durable();
+    if (appender_.head() > d || Position::from_raw(requested_.load()) > d) {
+      if (auto r = sync_once(); !r) {
+        fail(r.error());
+        return;
+      }
+    }
+    if (config_.mode == SyncMode::periodic) {
+      // Nothing lags after a completed (or needless) sync: move the bound.
+      lag_deadline_ns_.store(io::coarse_now_ns() + ns(config_.interval) + ns(config_.lag_bound));
+      generation_.fetch_add(1, std::memory_order_release);
+      generation_.notify_all();
+    }
+  }
+}
+
+Result<void> Driver::sync_once() {
+  last_sync_start_ns_ = io::now_ns();
+  const Position before = durable();
+  Position target;
+  if (auto marker = appender_.append_position(seg::Kind::sync, before)) {
+    target = Position(marker->segment(), marker->offset() + seg::framed_size(seg::kPositionPayload));
+  } else if (marker.error().code == Errc::no_space || marker.error().code == Errc::closed) {
+    // No room for a marker (the next segment is not there yet): sync what
+    // exists. Reading the head is the reservation the drain is ordered after.
+    target = appender_.head();
+  } else {
+    return std::unexpected(marker.error());
+  }
+  appender_.drain();
+  if (auto r = persist_through(target); !r) return r;
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  publish(target);
+  return {};
+}
+
+Result<void> Driver::persist_through(Position target) {
+  if (target <= synced_) return {};
+  std::vector<Range> ranges;
+  for (seg::Segment* s : appender_.segments_from(synced_.segment())) {
+    if (s->id() > target.segment()) break;
+    const uint64_t from = s->id() == synced_.segment() ? synced_.offset() : seg::kHeaderSize;
+    uint64_t to = target.offset();
+    if (s->id() < target.segment()) {
+      // Sealed: its end record was written before the switch we are past.
+      to = s->sealed_end.load(std::memory_order_acquire);
+      if (to == 0) to = s->size();
+    }
+    if (to > from) ranges.push_back(Range{s, from, to});
+  }
+  if (auto r = backend_.persist(ranges); !r) return r;
+  synced_ = target;
+  appender_.forget_before(target.segment());
+  return {};
+}
+
+void Driver::publish(Position durable) {
+  durable_.store(durable.raw(), std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+}
+
+void Driver::fail(Error error) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_) failure_ = std::move(error);
+  }
+  failed_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+}
+
+std::optional<Error> Driver::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+std::unexpected<Error> Driver::failed_error() const {
+  std::lock_guard lock(mu_);
+  return make_error(Errc::failed,
+                    "the log stopped after a failed sync; nothing later is acknowledged: " +
+                        failure_->message,
+                    failure_->sys_errno);
+}
+
+Result<void> Driver::wait_durable(Position target, bool inclusive) {
+  auto done = [&] {
+    const uint64_t d = durable_.load(std::memory_order_acquire);
+    return inclusive ? d >= target.raw() : d > target.raw();
+  };
+  for (int i = 0; i < kSpinBeforePark; ++i) {
+    if (done()) return {};
+    if (failed_.load(std::memory_order_relaxed)) break;
+    _mm_pause();
+  }
+  for (;;) {
+    const uint32_t g = generation_.load(std::memory_order_acquire);
+    if (done()) return {};
+    if (failed_.load()) return failed_error();
+    generation_.wait(g, std::memory_order_acquire);
+  }
+}
+
+Result<void> Driver::after_append(Position pos) {
+  if (config_.mode != SyncMode::periodic) {
+    if (parked_.load()) kick();
+    return wait_durable(pos, false);
+  }
+  uint64_t now = io::coarse_now_ns();
+  if (now <= lag_deadline_ns_.load(std::memory_order_relaxed)) return {};
+  lag_blocked_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t lag_us =
+      (now - (lag_deadline_ns_.load() - ns(config_.interval) - ns(config_.lag_bound))) / 1000;
+  uint64_t seen = max_lag_us_.load(std::memory_order_relaxed);
+  while (seen < lag_us && !max_lag_us_.compare_exchange_weak(seen, lag_us)) {
+  }
+  for (;;) {
+    const uint32_t g = generation_.load(std::memory_order_acquire);
+    if (failed_.load()) return failed_error();
+    if (io::coarse_now_ns() <= lag_deadline_ns_.load()) return {};
+    generation_.wait(g, std::memory_order_acquire);
+  }
+}
+
+Result<void> Driver::sync() {
+  if (failed_.load()) return failed_error();
+  const Position target = appender_.head();
+  if (durable() >= target) return {};
+  uint64_t want = requested_.load();
+  while (want < target.raw() && !requested_.compare_exchange_weak(want, target.raw())) {
+  }
+  kick();
+  return wait_durable(target, true);
+}
+
+Result<void> Driver::close() {
+  stopping_.store(true);
+  kick();
+  if (thread_.joinable()) thread_.join();
+  if (failed_.load()) return failed_error();
+  auto finish = [&]() -> Result<void> {
+    if (auto r = sync_once(); !r) return r;
+    auto end = appender_.seal();
+    if (!end) return std::unexpected(end.error());
+    if (auto r = persist_through(*end); !r) return r;
+    publish(*end);
+    return {};
+  };
+  if (auto r = finish(); !r) {
+    fail(r.error());
+    return r;
+  }
+  return {};
+}
+
+DriverStats Driver::stats() const {
+  return DriverStats{syncs_.load(), lag_blocked_.load(), max_lag_us_.load()};
+}
+
+}  // namespace synclog::sync

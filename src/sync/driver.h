@@ -1,0 +1,96 @@
+// The sync driver: one thread that decides when to sync (periodic, batch or
+// group mode), and the waiting side for appenders.
+//
+// A sync: reserve a sync marker through the appender (its end is the target;
+// its payload is the durable position so far, which recovery uses to tell
+// damage from a torn tail), drain writers below it, hand the ranges to the
+// backend, publish the new durable position and wake the waiters. Waiters
+// spin briefly, then sleep on one futex word bumped once per sync: no
+// allocation per wait.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "segments/appender.h"
+#include "sync/backend.h"
+#include "synclog/config.h"
+#include "synclog/error.h"
+#include "synclog/position.h"
+
+namespace synclog::sync {
+
+struct DriverStats {
+  uint64_t syncs = 0;
+  uint64_t lag_blocked = 0;
+  uint64_t max_lag_us = 0;
+};
+
+class Driver {
+ public:
+  // `durable` is where recovery ended; `synced` is the first byte of this
+  // session that no sync has covered yet.
+  Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
+         Position synced);
+  ~Driver();
+
+  void start();
+
+  // After an append at `pos`: batch and group wait until it is durable;
+  // periodic only blocks while the syncer lags past its bound.
+  [[nodiscard]] Result<void> after_append(Position pos);
+  // Makes everything appended before the call durable.
+  [[nodiscard]] Result<void> sync();
+  // Stops the thread, syncs the rest, seals the active segment and syncs the
+  // end record.
+  [[nodiscard]] Result<void> close();
+
+  Position durable() const { return Position::from_raw(durable_.load(std::memory_order_acquire)); }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // The sync error the log failed on, if any.
+  std::optional<Error> failure() const;
+  DriverStats stats() const;
+
+ private:
+  void run();
+  bool has_work() const;
+  void park();
+  void sleep_until(uint64_t deadline_ns);
+  void kick();
+  [[nodiscard]] Result<void> sync_once();
+  [[nodiscard]] Result<void> persist_through(Position target);
+  void publish(Position durable);
+  void fail(Error error);
+  [[nodiscard]] Result<void> wait_durable(Position target, bool inclusive);
+  std::unexpected<Error> failed_error() const;
+
+  const Config config_;
+  seg::Appender& appender_;
+  Backend& backend_;
+
+  std::atomic<uint64_t> durable_;
+  std::atomic<uint32_t> generation_{0};  // bumped after each publish; waiters sleep on it
+  std::atomic<uint32_t> kick_{0};        // wakes a parked syncer
+  std::atomic<bool> parked_{false};
+  std::atomic<uint64_t> requested_{0};   // sync(): raw position callers wait for
+  std::atomic<uint64_t> lag_deadline_ns_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;  // failure_, timed sleeps
+  std::condition_variable cv_;
+  std::optional<Error> failure_;
+
+  Position synced_;  // syncer thread only (close() after joining it)
+  uint64_t last_sync_start_ns_ = 0;
+  std::atomic<uint64_t> syncs_{0};
+  std::atomic<uint64_t> lag_blocked_{0};
+  std::atomic<uint64_t> max_lag_us_{0};
+  std::thread thread_;
+};
+
+}  // namespace synclog::sync

@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "synclog/config.h"
+
+namespace synclog {
+namespace {
+
+TEST(Config, ParsesEveryKey) {
+  auto c = Config::parse(
+      "dir=/tmp/x, backend=msync, segment_kind=mmap, mode=group, interval=5ms, lag_bound=1s,"
+      "window=250us, segment_size=8MiB, spare_segments=3, recycle=false, prezero=off,"
+      "max_total_size=1GiB, allocation_timeout=2s, recovery=skip-damaged, sync_threads=2,"
+      "queue_depth=16, tail=rewrite");
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  EXPECT_EQ(c->dir, "/tmp/x");
+  EXPECT_EQ(c->mode, SyncMode::group);
+  EXPECT_EQ(c->interval, std::chrono::milliseconds(5));
+  EXPECT_EQ(c->lag_bound, std::chrono::seconds(1));
+  EXPECT_EQ(c->window, std::chrono::microseconds(250));
+  EXPECT_EQ(c->segment_size, 8u << 20);
+  EXPECT_EQ(c->spare_segments, 3u);
+  EXPECT_FALSE(c->recycle);
+  EXPECT_FALSE(c->prezero);
+  EXPECT_EQ(c->max_total_size, 1u << 30);
+  EXPECT_EQ(c->allocation_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(c->recovery, RecoveryMode::skip_damaged);
+  EXPECT_EQ(c->sync_threads, 2u);
+  EXPECT_EQ(c->queue_depth, 16u);
+  EXPECT_EQ(c->tail, TailPolicy::rewrite);
+  EXPECT_TRUE(c->validate().has_value());
+}
+
+TEST(Config, ToStringRoundTrips) {
+  auto c = Config::parse("dir=/d,mode=periodic,interval=3ms,segment_size=1MiB,recycle=false");
+  ASSERT_TRUE(c.has_value());
+  auto again = Config::parse(c->to_string());
+  ASSERT_TRUE(again.has_value()) << again.error().describe();
+  EXPECT_EQ(again->to_string(), c->to_string());
+}
+
+struct BadCase {
+  const char* text;
+  const char* message_part;
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameTheProblem) {
+  auto c = Config::parse(GetParam().text);
+  Result<void> r = c ? c->validate() : Result<void>(std::unexpected(c.error()));
+  ASSERT_FALSE(r.has_value()) << GetParam().text << " was accepted";
+  EXPECT_EQ(r.error().code, Errc::invalid_config);
+  EXPECT_NE(r.error().message.find(GetParam().message_part), std::string::npos)
+      << "message: " << r.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ConfigErrors,
+    ::testing::Values(
+        BadCase{"dir=/d,colour=blue", "unknown config key 'colour'"},
+        BadCase{"dir=/d,mode=sometimes", "periodic | batch | group"},
+        BadCase{"dir=/d,backend=floppy", "msync | msync-pool | uring | aio | pwrite | auto"},
+        BadCase{"dir=/d,segment_kind=tape", "mmap | direct | buffered"},
+        BadCase{"dir=/d,recovery=hope", "tolerate-torn-tail | absolute | skip-damaged"},
+        BadCase{"dir=/d,tail=wag", "pad | rewrite"},
+        BadCase{"dir=/d,interval=10parsecs", "config key 'interval'"},
+        BadCase{"dir=/d,interval=0ms", "'interval': must be greater than 0"},
+        BadCase{"dir=/d,window=0us", "'window'"},
+        BadCase{"dir=/d,segment_size=12345", "'segment_size': 12345 is not a multiple of 4096"},
+        BadCase{"dir=/d,segment_size=4KiB", "between 64KiB and 1GiB"},
+        BadCase{"dir=/d,segment_size=2GiB", "between 64KiB and 1GiB"},
+        BadCase{"dir=/d,segment_size=lots", "'segment_size': bad value 'lots'"},
+        BadCase{"dir=/d,spare_segments=0", "'spare_segments': 0 is outside 1..64"},
+        BadCase{"dir=/d,spare_segments=-1", "'spare_segments': bad value '-1'"},
+        BadCase{"dir=/d,max_total_size=1MiB", "'max_total_size'"},
+        BadCase{"dir=/d,recycle=maybe", "true | false"},
+        BadCase{"dir=/d,sync_threads=0", "'sync_threads'"},
+        BadCase{"dir=/d,queue_depth=100000", "'queue_depth'"},
+        BadCase{"dir=/d,backend=uring,segment_kind=mmap", "backend 'uring' cannot sync 'mmap'"},
+        BadCase{"dir=/d,backend=msync,segment_kind=direct", "backend 'msync' cannot sync 'direct'"},
+        BadCase{"dir=/d,backend=pwrite,segment_kind=mmap", "backend 'pwrite' cannot sync"},
+        BadCase{"mode=batch", "'dir': the log directory is not set"},
+        BadCase{"dir=/d,justakey", "is not of the form key=value"},
+        BadCase{"dir=", "'dir': bad value ''"}));
+
+}  // namespace
+}  // namespace synclog

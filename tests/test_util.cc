@@ -1,0 +1,91 @@
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+namespace synclog::test {
+
+TempDir::TempDir(const std::string& base) {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::path(base) /
+          ("synclog-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string disk_base() {
+  const char* env = std::getenv("SYNCLOG_TEST_DISK_DIR");
+  std::string base = env ? env : std::filesystem::current_path().string();
+  return base;
+}
+
+std::string make_record(uint32_t thread, uint64_t seq, size_t size) {
+  std::string s(size, '\0');
+  uint64_t x = (uint64_t{thread} << 40) ^ (seq * 0x9e3779b97f4a7c15ull) ^ size;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s[i] = static_cast<char>(x);
+  }
+  if (size >= 16) {
+    std::memcpy(s.data(), &thread, 4);
+    uint32_t sz = static_cast<uint32_t>(size);
+    std::memcpy(s.data() + 4, &sz, 4);
+    std::memcpy(s.data() + 8, &seq, 8);
+  }
+  return s;
+}
+
+bool check_record(std::string_view bytes, uint32_t* thread, uint64_t* seq) {
+  if (bytes.size() < 16) return false;
+  uint32_t sz;
+  std::memcpy(thread, bytes.data(), 4);
+  std::memcpy(&sz, bytes.data() + 4, 4);
+  std::memcpy(seq, bytes.data() + 8, 8);
+  return sz == bytes.size() && make_record(*thread, *seq, bytes.size()) == bytes;
+}
+
+std::vector<Replayed> read_all(const Log& log, Position from) {
+  std::vector<Replayed> out;
+  auto reader = log.read(from);
+  EXPECT_TRUE(reader.has_value()) << reader.error().describe();
+  if (!reader) return out;
+  for (;;) {
+    auto rec = reader->next();
+    EXPECT_TRUE(rec.has_value()) << rec.error().describe();
+    if (!rec || !*rec) break;
+    out.push_back(Replayed{(*rec)->position,
+                           std::string(reinterpret_cast<const char*>((*rec)->data.data()),
+                                       (*rec)->data.size())});
+  }
+  return out;
+}
+
+Result<std::vector<Replayed>> replay_all(const Config& config, RecoveryReport* report) {
+  auto log = Log::open(config);
+  if (!log) return std::unexpected(log.error());
+  if (report) *report = (*log)->recovery();
+  auto out = read_all(**log);
+  if (auto r = (*log)->close(); !r) return std::unexpected(r.error());
+  return out;
+}
+
+Config small_config(const std::filesystem::path& dir) {
+  Config c;
+  c.dir = dir;
+  c.segment_size = 256 << 10;
+  c.mode = SyncMode::batch;
+  return c;
+}
+
+}  // namespace synclog::test

@@ -1,0 +1,47 @@
+// Helpers shared by the tests: scratch directories, record payloads that
+// carry their own identity, and whole-log replay.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "synclog/log.h"
+
+namespace synclog::test {
+
+// A fresh empty directory, removed when the object goes away. `base` picks
+// the medium: /dev/shm for speed, the build tree for a real disk.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& base = "/dev/shm");
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Where disk-backed tests put their logs (under the build tree).
+std::string disk_base();
+
+// A record of `size` bytes whose contents are derived from (thread, seq),
+// so a replayed record can be checked without keeping a copy.
+std::string make_record(uint32_t thread, uint64_t seq, size_t size);
+// Parses a record made by make_record; false if the bytes do not match it.
+bool check_record(std::string_view bytes, uint32_t* thread, uint64_t* seq);
+
+struct Replayed {
+  Position position;
+  std::string data;
+};
+
+// Opens the log (config.dir), replays every record, closes it.
+Result<std::vector<Replayed>> replay_all(const Config& config, RecoveryReport* report = nullptr);
+// Replays from an open log.
+std::vector<Replayed> read_all(const Log& log, Position from = {});
+
+Config small_config(const std::filesystem::path& dir);
+
+}  // namespace synclog::test
