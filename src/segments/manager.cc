@@ -105,18 +105,6 @@ void SegmentManager::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const bool want_spare = spares_.size() < opt_.spares;
-    if (!to_recycle_.empty() && !want_spare) {
-      // More released files than spares needed: delete the surplus.
-      auto path = std::move(to_recycle_.front());
-      to_recycle_.pop_front();
-      total_size_ -= opt_.segment_size;
-      lock.unlock();
-      auto r = io::remove_file(path);
-      if (r) r = io::sync_dir(opt_.dir);
-      lock.lock();
-      if (!r) last_error_ = r.error().message;
-      continue;
-    }
     if (!want_spare) {
       work_.wait(lock);
       continue;
@@ -195,7 +183,7 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
     }
     const auto path = path_of(id);
     const bool recycle = opt_.recycle && e.size == opt_.segment_size &&
-                         spares_.size() + to_recycle_.size() < opt_.spares;
+                         to_recycle_.size() < opt_.spares;
     if (recycle) {
       auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
       auto r = io::rename_file(path, dest);
