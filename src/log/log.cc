@@ -18,7 +18,12 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   auto lock = io::File::open(config.dir / seg::kLockFileName, io::File::Mode::create_or_open);
-  if (!lock) return std::unexpected(lock.error());
+  if (!lock) {
+    return make_error(Errc::bad_directory,
+                      "log directory " + config.dir.string() + " is not writable: " +
+                          lock.error().message,
+                      lock.error().sys_errno);
+  }
   if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
   impl->lock = std::move(*lock);
 

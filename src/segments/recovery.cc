@@ -50,7 +50,8 @@ class Recovery {
  private:
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
   Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
-  Result<Bytes> load_checked(uint64_t id) const;
+  Result<void> check_header(uint64_t id, std::span<const std::byte> head,
+                            uint64_t file_size) const;
   std::optional<size_t> find_session_after(size_t from, Position prev_end) const;
   bool starts_session(uint64_t id, Position prev_end) const;
   Result<void> list();
@@ -82,19 +83,18 @@ Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
   return buf;
 }
 
-Result<Bytes> Recovery::load_checked(uint64_t id) const {
-  auto buf = load(id);
-  if (!buf) return buf;
-  auto header = decode_header(*buf);
+Result<void> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
+                                    uint64_t file_size) const {
+  auto header = decode_header(head);
   if (!header) return std::unexpected(header.error());
   if (header->segment_id != id) {
     return make_error(Errc::bad_directory,
                       "header names segment " + std::to_string(header->segment_id));
   }
-  if (buf->size() > header->segment_size) {
+  if (file_size > header->segment_size) {
     return make_error(Errc::bad_directory, "file is larger than its header's segment size");
   }
-  return buf;
+  return {};
 }
 
 bool Recovery::starts_session(uint64_t id, Position prev_end) const {
@@ -129,13 +129,27 @@ Result<void> Recovery::list() {
     }
   }
   std::sort(ids_.begin(), ids_.end());
+  // Every header is checked up front: a bad one is named even where replay
+  // would never reach it.
+  std::vector<uint64_t> good;
   for (uint64_t id : ids_) {
     auto file = io::File::open(path_of(id), io::File::Mode::read);
     if (!file) return std::unexpected(file.error());
     auto size = file->size();
     if (!size) return std::unexpected(size.error());
     out_.kept[id] = *size;
+    auto head = load(id, kHeaderSize);
+    if (!head) return std::unexpected(head.error());
+    auto header = check_header(id, *head, *size);
+    if (!header) {
+      const std::string why = "segment file " + path_of(id).string() + ": " + header.error().message;
+      if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
+      out_.report.damage.push_back(Damage{Position(id, 0), *size, why});
+      continue;
+    }
+    good.push_back(id);
   }
+  ids_ = std::move(good);
   return {};
 }
 
@@ -199,15 +213,8 @@ Result<Recovered> Recovery::run() {
   uint32_t start = kHeaderSize;
   while (i < ids_.size()) {
     const uint64_t id = ids_[i];
-    auto buf = load_checked(id);
-    if (!buf) {
-      const std::string why = "segment file " + path_of(id).string() + ": " + buf.error().message;
-      if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
-      rep.damage.push_back(Damage{Position(id, 0), out_.kept[id], why});
-      ++i;
-      start = kHeaderSize;
-      continue;
-    }
+    auto buf = load(id);
+    if (!buf) return std::unexpected(buf.error());
     uint32_t off = start;
     uint32_t begin = start;
     std::optional<size_t> next;
