@@ -80,8 +80,24 @@ Result<std::vector<Replayed>> replay_all(const Config& config, RecoveryReport* r
   return out;
 }
 
+std::string backend_under_test() {
+  const char* env = std::getenv("SYNCLOG_TEST_BACKEND");
+  return env && *env ? env : "msync";
+}
+
 Config small_config(const std::filesystem::path& dir) {
-  Config c;
+  auto parsed = Config::parse("backend=" + backend_under_test());
+  EXPECT_TRUE(parsed.has_value()) << parsed.error().describe();
+  Config c = parsed.value_or(Config{});
+  switch (c.backend) {
+    case BackendKind::msync:
+    case BackendKind::msync_pool: c.segment_kind = SegmentKind::mmap; break;
+    case BackendKind::uring:
+    case BackendKind::aio: c.segment_kind = SegmentKind::direct; break;
+    case BackendKind::pwrite: c.segment_kind = SegmentKind::buffered; break;
+    case BackendKind::auto_select: break;
+  }
+  c.sync_threads = 2;
   c.dir = dir;
   c.segment_size = 256 << 10;
   c.mode = SyncMode::batch;

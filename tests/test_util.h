@@ -42,6 +42,11 @@ Result<std::vector<Replayed>> replay_all(const Config& config, RecoveryReport* r
 // Replays from an open log.
 std::vector<Replayed> read_all(const Log& log, Position from = {});
 
+// The backend the suite runs against: $SYNCLOG_TEST_BACKEND (CTest runs
+// every backend-dependent test once per backend), default msync.
+std::string backend_under_test();
+// A config for tests: 256 KiB segments, batch mode, the backend under test
+// with its segment kind.
 Config small_config(const std::filesystem::path& dir);
 
 }  // namespace synclog::test

@@ -54,6 +54,9 @@ struct Config {
   uint32_t sync_threads = 4;
   uint32_t queue_depth = 8;
   TailPolicy tail = TailPolicy::pad;
+  // Direct I/O alignment in bytes; 0 = probe the filesystem (statx
+  // STATX_DIOALIGN, then the device's logical block size).
+  uint32_t block_size = 0;
 
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.

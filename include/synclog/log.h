@@ -56,6 +56,7 @@ struct Stats {
   uint64_t allocation_stalls = 0;    // appends that waited for a segment
   uint64_t lag_blocked_appends = 0;  // periodic mode: appends that waited for a lagging sync
   uint64_t max_sync_lag_us = 0;      // periodic mode: largest completed-sync age seen by a blocked append
+  uint64_t padding_bytes = 0;        // direct I/O, tail=pad: bytes spent ending syncs on block boundaries
 };
 
 // Yields records in log order. Obtained from Log::read(); it sees the records
@@ -110,6 +111,10 @@ class Log {
   [[nodiscard]] Result<Reader> read(Position from = {}) const;
 
   const RecoveryReport& recovery() const;
+  // The backend in use, e.g. "uring"; for backend=auto also why it was chosen.
+  const std::string& backend() const;
+  // The direct I/O alignment in use (probed or configured); 0 for mmap.
+  uint32_t block_size() const;
   Stats stats() const;
   const Config& config() const;
 

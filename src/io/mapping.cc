@@ -36,6 +36,15 @@ Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
   return m;
 }
 
+Result<Mapping> Mapping::map_anonymous(uint64_t size) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return sys_error("mmap", "anonymous segment image", errno);
+  Mapping m;
+  m.data_ = static_cast<std::byte*>(p);
+  m.size_ = size;
+  return m;
+}
+
 Result<void> Mapping::sync_range(uint64_t from, uint64_t to) const {
   const uint64_t page = page_size();
   uint64_t start = from & ~(page - 1);

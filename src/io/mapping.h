@@ -20,6 +20,9 @@ class Mapping {
   ~Mapping();
 
   [[nodiscard]] static Result<Mapping> map_shared(const File& file, uint64_t size);
+  // Private zero-filled memory, page-aligned: the image of a direct or
+  // buffered segment. Pages are only materialised when written.
+  [[nodiscard]] static Result<Mapping> map_anonymous(uint64_t size);
 
   std::span<std::byte> bytes() const { return {data_, size_}; }
 

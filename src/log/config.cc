@@ -97,7 +97,7 @@ Result<std::chrono::microseconds> parse_duration(std::string_view key, std::stri
 Result<bool> parse_bool(std::string_view key, std::string_view value) {
   if (value == "true" || value == "on" || value == "1") return true;
   if (value == "false" || value == "off" || value == "0") return false;
-  return bad(key, value, "true | false");
+  return bad(key, value, "true | false | on | off | 1 | 0");
 }
 
 Result<uint32_t> parse_count(std::string_view key, std::string_view value) {
@@ -159,13 +159,14 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "spare_segments") return assign(parse_count(key, value), &spare_segments);
   if (key == "sync_threads") return assign(parse_count(key, value), &sync_threads);
   if (key == "queue_depth") return assign(parse_count(key, value), &queue_depth);
+  if (key == "block_size") return assign(parse_count(key, value), &block_size);
   if (key == "recycle") return assign(parse_bool(key, value), &recycle);
   if (key == "prezero") return assign(parse_bool(key, value), &prezero);
   return make_error(Errc::invalid_config,
                     "unknown config key '" + std::string(key) +
                         "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
                         "segment_size, spare_segments, recycle, prezero, max_total_size, "
-                        "allocation_timeout, recovery, sync_threads, queue_depth, tail)");
+                        "allocation_timeout, recovery, sync_threads, queue_depth, tail, block_size)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -213,8 +214,8 @@ Result<void> Config::validate() const {
   if (interval.count() <= 0) return invalid("config key 'interval': must be greater than 0");
   if (window.count() <= 0) return invalid("config key 'window': must be greater than 0");
   if (lag_bound.count() < 0) return invalid("config key 'lag_bound': must not be negative");
-  if (allocation_timeout.count() < 0) {
-    return invalid("config key 'allocation_timeout': must not be negative");
+  if (allocation_timeout.count() < 1) {
+    return invalid("config key 'allocation_timeout': must be at least 1ms");
   }
   if (sync_threads < 1 || sync_threads > 64) {
     return invalid("config key 'sync_threads': " + std::to_string(sync_threads) +
@@ -224,11 +225,21 @@ Result<void> Config::validate() const {
     return invalid("config key 'queue_depth': " + std::to_string(queue_depth) +
                    " is outside 1..4096");
   }
-  const bool mapped = segment_kind == SegmentKind::mmap;
-  const bool ok_pair = backend == BackendKind::auto_select ||
-                       ((backend == BackendKind::msync || backend == BackendKind::msync_pool) ==
-                            mapped &&
-                        (backend != BackendKind::pwrite || segment_kind == SegmentKind::buffered));
+  if (block_size != 0 && (block_size < 512 || block_size > 4096 ||
+                          (block_size & (block_size - 1)) != 0)) {
+    return invalid("config key 'block_size': " + std::to_string(block_size) +
+                   " is not 0 (probe) or a power of two from 512 to 4096");
+  }
+  SegmentKind needs = segment_kind;
+  switch (backend) {
+    case BackendKind::msync:
+    case BackendKind::msync_pool: needs = SegmentKind::mmap; break;
+    case BackendKind::uring:
+    case BackendKind::aio: needs = SegmentKind::direct; break;
+    case BackendKind::pwrite: needs = SegmentKind::buffered; break;
+    case BackendKind::auto_select: break;
+  }
+  const bool ok_pair = needs == segment_kind;
   if (!ok_pair) {
     return invalid(std::string("config keys 'backend' and 'segment_kind': backend '") +
                    synclog::to_string(backend) + "' cannot sync '" +
@@ -258,6 +269,7 @@ std::string Config::to_string() const {
   add("sync_threads", std::to_string(sync_threads));
   add("queue_depth", std::to_string(queue_depth));
   add("tail", synclog::to_string(tail));
+  add("block_size", std::to_string(block_size));
   return s;
 }
 

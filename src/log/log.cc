@@ -1,7 +1,9 @@
 #include "synclog/log.h"
 
 #include <algorithm>
+#include <random>
 
+#include "io/align.h"
 #include "log/log_impl.h"
 
 namespace synclog {
@@ -27,9 +29,23 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
   impl->lock = std::move(*lock);
 
-  auto backend = sync::make_backend(config);
-  if (!backend) return std::unexpected(backend.error());
-  impl->backend = std::move(*backend);
+  uint32_t block = 0;
+  if (config.segment_kind == SegmentKind::direct) {
+    auto probed = io::probe_direct_alignment(config.dir);
+    if (!probed) return std::unexpected(probed.error());
+    block = config.block_size != 0 ? config.block_size : *probed;
+    if (block > 4096) {
+      return make_error(Errc::unsupported, "direct I/O alignment of " + std::to_string(block) +
+                                               " bytes in " + config.dir.string() +
+                                               " is above the supported 4096");
+    }
+  }
+  impl->block_size = block;
+  auto choice = sync::make_backend(config, block);
+  if (!choice) return std::unexpected(choice.error());
+  impl->backend = std::move(choice->backend);
+  impl->backend_description = impl->backend->name();
+  if (!choice->why.empty()) impl->backend_description += " (" + choice->why + ")";
 
   auto rec = seg::recover(config.dir, config.recovery);
   if (!rec) return std::unexpected(rec.error());
@@ -59,6 +75,10 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.recycle = config.recycle;
   mo.prezero = config.prezero;
   mo.max_total_size = config.max_total_size;
+  mo.kind = config.segment_kind;
+  mo.log_id = rec->log_id;
+  while (mo.log_id == 0) mo.log_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  mo.block_size = block != 0 ? block : 4096;
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
   impl->appender = std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout);
@@ -68,7 +88,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   }
   impl->driver = std::make_unique<sync::Driver>(
       config, *impl->appender, *impl->backend, impl->report.end,
-      Position(impl->appender->first_segment(), seg::kHeaderSize));
+      Position(impl->appender->first_segment(), seg::kHeaderSize),
+      config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8);
   impl->driver->start();
   return std::unique_ptr<Log>(new Log(std::move(impl)));
 }
@@ -79,8 +100,8 @@ Result<Position> Log::append(std::span<const std::byte> record) {
     return make_error(Errc::invalid_argument,
                       "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
                           std::to_string(impl_->config.max_record_size()) +
-                          " (half of segment_size " + std::to_string(impl_->config.segment_size) +
-                          ")");
+                          " (Config::max_record_size(): half of segment_size " +
+                          std::to_string(impl_->config.segment_size) + " less 64, at most 16MiB-1)");
   }
   if (impl_->closing.load(std::memory_order_relaxed)) {
     return make_error(Errc::closed, "the log is closed");
@@ -132,6 +153,8 @@ std::vector<seg::Extent> Log::Impl::readable_extents() const {
 }
 
 const RecoveryReport& Log::recovery() const { return impl_->report; }
+const std::string& Log::backend() const { return impl_->backend_description; }
+uint32_t Log::block_size() const { return impl_->block_size; }
 const Config& Log::config() const { return impl_->config; }
 
 Stats Log::stats() const {
@@ -141,6 +164,7 @@ Stats Log::stats() const {
   s.syncs = d.syncs;
   s.lag_blocked_appends = d.lag_blocked;
   s.max_sync_lag_us = d.max_lag_us;
+  s.padding_bytes = d.padding_bytes;
   s.segments_created = m.created;
   s.segments_recycled = m.recycled;
   s.segments_released = m.released;

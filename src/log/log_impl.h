@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,8 @@ struct Log::Impl {
   std::unique_ptr<seg::SegmentManager> manager;
   std::unique_ptr<seg::Appender> appender;
   std::unique_ptr<sync::Backend> backend;
+  std::string backend_description;
+  uint32_t block_size = 0;
   std::unique_ptr<sync::Driver> driver;
   std::atomic<bool> closing{false};
   bool closed = false;

@@ -1,13 +1,19 @@
 #include "segments/appender.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "segments/inflight.h"
 
 namespace synclog::seg {
 
 Result<void> Appender::start(Position previous_end) {
-  auto seg = manager_.take(allocation_timeout_);
+  // Opening waits for its first segment to be made, however short the
+  // append timeout, but gives up at once on a creation error.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::max<std::chrono::milliseconds>(allocation_timeout_, std::chrono::minutes(1));
+  auto seg = manager_.take(deadline, /*fail_fast=*/true);
   if (!seg) return std::unexpected(seg.error());
   first_segment_ = (*seg)->id();
   install(*seg);
@@ -37,6 +43,7 @@ Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload)
                                                   " threads are appending at once");
   }
   const uint64_t size = framed_size(static_cast<uint32_t>(payload.size()));
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
     inflight::begin(*slot);
     Segment* seg = active_.load(std::memory_order_acquire);
@@ -46,25 +53,69 @@ Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload)
       inflight::end(*slot);
       return Position(seg->id(), off);
     }
-    if (off <= seg->capacity()) {
-      // This writer crossed the end: it closes the segment for replay.
-      encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), Kind::end, {});
-      seg->sealed_end.store(off + kRecordHeaderSize, std::memory_order_release);
-    }
+    on_overflow(seg, off);
     inflight::end(*slot);
     // Waiting for a segment happens outside the inflight window, so a sync
-    // never waits on a writer that waits on space.
-    if (auto r = advance_from(seg); !r) return std::unexpected(r.error());
+    // never waits on a writer that waits on space. One deadline for all
+    // retries: waiting behind other writers counts against it.
+    if (!deadline) deadline = std::chrono::steady_clock::now() + allocation_timeout_;
+    if (auto r = advance_from(seg, *deadline); !r) return std::unexpected(r.error());
   }
 }
 
-Result<void> Appender::advance_from(Segment* full) {
+void Appender::on_overflow(Segment* seg, uint64_t off) {
+  if (off <= seg->capacity()) {
+    // This writer crossed the end: it closes the segment for replay.
+    encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), Kind::end, {});
+    seg->sealed_end.store(off + kRecordHeaderSize, std::memory_order_release);
+  }
+}
+
+Result<Position> Appender::append_marker(Position durable, uint32_t align, uint64_t* padding) {
+  constexpr uint64_t kPlain = framed_size(kPositionPayload);
+  *padding = 0;
+  align = std::max(align, kAlign);
+  inflight::Slot* slot = inflight::mine();
+  if (slot == nullptr) return make_error(Errc::invalid_argument, "too many appending threads");
+  std::byte payload[4096 + kPositionPayload] = {};
+  const uint64_t raw = durable.raw();
+  std::memcpy(payload, &raw, sizeof raw);
+  for (;;) {
+    inflight::begin(*slot);
+    Segment* seg = active_.load(std::memory_order_acquire);
+    // The size depends on where the marker lands, so this reservation is a
+    // compare-exchange where appends use fetch_add.
+    uint64_t at = seg->reserved.load();
+    while (at <= seg->capacity()) {
+      const uint64_t end = (at + kPlain + align - 1) / align * align;
+      if (end > seg->capacity()) break;
+      if (seg->reserved.compare_exchange_weak(at, end)) {
+        const uint64_t len = end - at - kRecordHeaderSize;
+        encode_record(seg->image(), seg->id(), static_cast<uint32_t>(at), Kind::sync,
+                      std::span<const std::byte>(payload, len));
+        inflight::end(*slot);
+        *padding = len - kPositionPayload;
+        return Position(seg->id(), end);
+      }
+    }
+    // No room for a padded marker: close this segment and try the next.
+    on_overflow(seg, seg->reserved.fetch_add(seg->size()));
+    inflight::end(*slot);
+    // The syncer never waits for space: it syncs what exists instead.
+    if (auto r = advance_from(seg, std::chrono::steady_clock::now()); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+}
+
+Result<void> Appender::advance_from(Segment* full,
+                                    std::chrono::steady_clock::time_point deadline) {
   std::lock_guard lock(mu_);
   if (active_.load(std::memory_order_acquire) != full) return {};
   if (sealed_) return make_error(Errc::closed, "the log is closed");
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
-  auto next = manager_.take(allocation_timeout_);
+  auto next = manager_.take(deadline);
   if (!next) return std::unexpected(next.error());
   live_.push_back(*next);
   active_.store(*next, std::memory_order_release);

@@ -35,6 +35,11 @@ class Appender {
   [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
+  // Appends a sync marker naming `durable`; with align > 8 its padding ends
+  // it on an `align` boundary (tail=pad), so the next sync starts on a fresh
+  // block. Returns the marker's end; *padding gets the padding bytes.
+  [[nodiscard]] Result<Position> append_marker(Position durable, uint32_t align, uint64_t* padding);
+
   // Everything reserved so far ends before this position.
   Position head() const;
   // Waits until every append that began before the call is complete.
@@ -51,7 +56,11 @@ class Appender {
   uint64_t first_segment() const { return first_segment_; }
 
  private:
-  [[nodiscard]] Result<void> advance_from(Segment* full);
+  [[nodiscard]] Result<void> advance_from(Segment* full,
+                                         std::chrono::steady_clock::time_point deadline);
+  // For a writer whose reservation at `off` did not fit, inside its inflight
+  // window: the one that crossed the end writes the end record.
+  static void on_overflow(Segment* seg, uint64_t off);
   void install(Segment* next);
 
   SegmentManager& manager_;

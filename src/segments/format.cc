@@ -44,6 +44,7 @@ void encode_header(const SegmentHeader& h, std::span<std::byte> out) {
   store(p + 16, h.segment_id);
   store(p + 24, h.segment_size);
   store(p + 32, h.block_size);
+  store(p + 40, h.log_id);
   store(p + kHeaderCrcOffset, io::crc32c(0, out.first(kHeaderCrcOffset)));
 }
 
@@ -65,6 +66,7 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
   h.segment_id = load<uint64_t>(p + 16);
   h.segment_size = load<uint64_t>(p + 24);
   h.block_size = load<uint32_t>(p + 32);
+  h.log_id = load<uint64_t>(p + 40);
   if (h.segment_size < kHeaderSize + kRecordHeaderSize || h.segment_size > (1ull << 32)) {
     return fail("implausible segment size " + std::to_string(h.segment_size));
   }
@@ -91,7 +93,7 @@ void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uin
 }
 
 Position RecordView::position_payload() const {
-  return payload.size() == kPositionPayload ? Position::from_raw(load<uint64_t>(payload.data()))
+  return payload.size() >= kPositionPayload ? Position::from_raw(load<uint64_t>(payload.data()))
                                             : Position{};
 }
 
@@ -129,6 +131,11 @@ Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uin
       }
       break;
     case Kind::sync:
+      if (len < kPositionPayload || len % kAlign != 0) {
+        d.reason = "bad marker length";
+        return d;
+      }
+      break;
     case Kind::session:
       if (len != kPositionPayload) {
         d.reason = "bad marker length";

@@ -30,7 +30,8 @@ inline constexpr uint32_t kPositionPayload = 8;  // sync and session records car
 enum class Kind : uint8_t {
   none = 0,     // never written: all-zero header
   data = 1,     // a user record
-  sync = 2,     // sync marker: payload = durable position before this sync began
+  sync = 2,     // sync marker: payload = durable position before this sync began,
+                // then zero padding that ends the sync on a block boundary (tail=pad)
   end = 3,      // end of segment: replay continues in the next segment
   session = 4,  // first record of a session: payload = where the previous session ended
 };
@@ -43,6 +44,7 @@ struct SegmentHeader {
   uint64_t segment_id = 0;
   uint64_t segment_size = 0;
   uint32_t block_size = 0;
+  uint64_t log_id = 0;  // random, shared by every segment of one log directory
 };
 
 void encode_header(const SegmentHeader& h, std::span<std::byte> out);

@@ -64,7 +64,7 @@ Result<void> SegmentManager::stop() {
 
 Result<void> SegmentManager::write_header(const io::File& file, uint64_t id) const {
   std::byte header[kHeaderSize];
-  encode_header(SegmentHeader{id, opt_.segment_size, opt_.block_size}, header);
+  encode_header(header_for(id), header);
   return file.write_at(0, header);
 }
 
@@ -97,7 +97,7 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(
   if (auto r = io::rename_file(tmp, path_of(id)); !r) return fail(r.error());
   if (auto r = io::sync_dir(opt_.dir); !r) return std::unexpected(r.error());
   auto seg = std::make_unique<Segment>(id, opt_.segment_size, path_of(id));
-  if (auto r = seg->open_mapped(); !r) return std::unexpected(r.error());
+  if (auto r = seg->open_image(opt_.kind, header_for(id)); !r) return std::unexpected(r.error());
   return seg;
 }
 
@@ -130,10 +130,15 @@ void SegmentManager::run() {
     lock.lock();
     if (!seg) {
       last_error_ = seg.error().message;
+      spare_ready_.notify_all();
+      // Never retry on the same file: after a failed fdatasync its state is
+      // unknown (fsyncgate). A new file is made from scratch next time.
+      total_size_ -= opt_.segment_size;
       if (recycling) {
-        to_recycle_.push_front(std::move(recycled));
-      } else {
-        total_size_ -= opt_.segment_size;
+        lock.unlock();
+        (void)io::remove_file(recycled);
+        (void)io::remove_file(path_of(id));
+        lock.lock();
       }
       work_.wait_for(lock, kRetryDelay);
       continue;
@@ -146,17 +151,23 @@ void SegmentManager::run() {
   }
 }
 
-Result<Segment*> SegmentManager::take(std::chrono::milliseconds timeout) {
+Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point deadline,
+                                      bool fail_fast) {
   std::unique_lock lock(mu_);
   if (spares_.empty()) {
     ++stats_.stalls;
     work_.notify_one();
-    spare_ready_.wait_for(lock, timeout, [&] { return !spares_.empty() || stopping_; });
-  }
-  if (spares_.empty()) {
-    std::string why = last_error_.empty() ? "no spare segment was ready" : last_error_;
-    return make_error(Errc::no_space, "no segment available after " +
-                                          std::to_string(timeout.count()) + " ms: " + why);
+    const auto start = std::chrono::steady_clock::now();
+    spare_ready_.wait_until(lock, deadline, [&] {
+      return !spares_.empty() || stopping_ || (fail_fast && !last_error_.empty());
+    });
+    if (spares_.empty()) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+      std::string why = last_error_.empty() ? "no spare segment was ready" : last_error_;
+      return make_error(Errc::no_space, "no segment available after waiting " +
+                                            std::to_string(waited.count()) + " ms: " + why);
+    }
   }
   auto seg = std::move(spares_.front());
   spares_.pop_front();

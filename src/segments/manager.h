@@ -31,6 +31,8 @@ struct ManagerOptions {
   bool prezero = true;
   uint64_t max_total_size = 0;  // 0 = unbounded
   uint32_t block_size = 4096;
+  uint64_t log_id = 0;
+  SegmentKind kind = SegmentKind::mmap;
 };
 
 struct ManagerStats {
@@ -51,10 +53,11 @@ class SegmentManager {
   // Stops the thread and deletes the spares and unfinished recycles.
   [[nodiscard]] Result<void> stop();
 
-  // The next segment, mapped and ready for appends. Waits up to `timeout`
-  // when none is ready; then fails with Errc::no_space naming the cause (the
-  // size limit or the last creation error).
-  [[nodiscard]] Result<Segment*> take(std::chrono::milliseconds timeout);
+  // The next segment, ready for appends. Waits until `deadline` when none is
+  // ready (or only until a creation error, with fail_fast); then fails with
+  // Errc::no_space naming the cause (the size limit or the creation error).
+  [[nodiscard]] Result<Segment*> take(std::chrono::steady_clock::time_point deadline,
+                                      bool fail_fast = false);
 
   // Lets go of these segments (none may still be written or unsynced):
   // recycled into spares or deleted. The files leave their segment names
@@ -77,6 +80,9 @@ class SegmentManager {
   Result<std::unique_ptr<Segment>> make_spare(uint64_t id, const std::filesystem::path* recycled);
   Result<void> write_header(const io::File& file, uint64_t id) const;
   std::filesystem::path path_of(uint64_t id) const;
+  SegmentHeader header_for(uint64_t id) const {
+    return SegmentHeader{id, opt_.segment_size, opt_.block_size, opt_.log_id};
+  }
 
   const ManagerOptions opt_;
   mutable std::mutex mu_;

@@ -50,8 +50,7 @@ class Recovery {
  private:
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
   Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
-  Result<void> check_header(uint64_t id, std::span<const std::byte> head,
-                            uint64_t file_size) const;
+  Result<void> check_header(uint64_t id, std::span<const std::byte> head, uint64_t file_size);
   std::optional<size_t> find_session_after(size_t from, Position prev_end) const;
   bool starts_session(uint64_t id, Position prev_end) const;
   Result<void> list();
@@ -68,6 +67,7 @@ class Recovery {
   const std::filesystem::path dir_;
   const RecoveryMode mode_;
   std::vector<uint64_t> ids_;
+  std::vector<uint64_t> unusable_;  // bad headers, already reported (skip-damaged)
   Recovered out_;
 };
 
@@ -84,15 +84,22 @@ Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
 }
 
 Result<void> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
-                                    uint64_t file_size) const {
+                                    uint64_t file_size) {
   auto header = decode_header(head);
   if (!header) return std::unexpected(header.error());
   if (header->segment_id != id) {
     return make_error(Errc::bad_directory,
                       "header names segment " + std::to_string(header->segment_id));
   }
+  // The first good header fixes the log's identity; the rest must agree.
+  if (out_.log_id == 0) out_.log_id = header->log_id;
   if (file_size > header->segment_size) {
     return make_error(Errc::bad_directory, "file is larger than its header's segment size");
+  }
+  if (out_.log_id != 0 && header->log_id != out_.log_id) {
+    return make_error(Errc::bad_directory, "segment belongs to another log (log id " +
+                                               std::to_string(header->log_id) + ", this log's is " +
+                                               std::to_string(out_.log_id) + ")");
   }
   return {};
 }
@@ -129,6 +136,9 @@ Result<void> Recovery::list() {
     }
   }
   std::sort(ids_.begin(), ids_.end());
+  // New ids must pass every file present, even ones recovery cannot use.
+  out_.next_id = ids_.empty() ? 1 : ids_.back() + 1;
+  out_.report.segments = static_cast<uint32_t>(ids_.size());
   // Every header is checked up front: a bad one is named even where replay
   // would never reach it.
   std::vector<uint64_t> good;
@@ -145,6 +155,7 @@ Result<void> Recovery::list() {
       const std::string why = "segment file " + path_of(id).string() + ": " + header.error().message;
       if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
       out_.report.damage.push_back(Damage{Position(id, 0), *size, why});
+      unusable_.push_back(id);
       continue;
     }
     good.push_back(id);
@@ -169,12 +180,14 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
   Scan here_scan = scan(buf, here.segment(), here.offset());
   Position proven = here_scan.max_marker;
   bool later_valid = false;
+  std::vector<uint64_t> empty_later;  // no valid record at all: spares, or never written
   for (size_t k = i + 1; k < ids_.size(); ++k) {
     auto later = load(ids_[k]);
     if (!later) continue;
     Scan s = scan(*later, ids_[k], kHeaderSize);
     proven = std::max(proven, s.max_marker);
     later_valid |= s.first_valid.has_value();
+    if (!s.first_valid) empty_later.push_back(ids_[k]);
   }
   const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
   if (here < proven) {
@@ -200,14 +213,15 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     rep.torn_tail = true;
     rep.torn_bytes = written_bytes_after(buf, here.offset());
   }
-  for (size_t k = i + 1; k < ids_.size(); ++k) out_.discard.push_back(ids_[k]);
+  // Later files that hold no valid record can go; any holding records stay
+  // on disk for inspection (skip-damaged can still read them), and the next
+  // session's session record tells later recoveries where this log ended.
+  out_.discard = std::move(empty_later);
   return std::optional<size_t>();
 }
 
 Result<Recovered> Recovery::run() {
   if (auto r = list(); !r) return std::unexpected(r.error());
-  out_.report.segments = static_cast<uint32_t>(ids_.size());
-  out_.next_id = ids_.empty() ? 1 : ids_.back() + 1;
   RecoveryReport& rep = out_.report;
   size_t i = 0;
   uint32_t start = kHeaderSize;
@@ -230,14 +244,20 @@ Result<Recovered> Recovery::run() {
         out_.extents.push_back(Extent{id, begin, off});
         rep.end = Position(id, off);
         if (i + 1 < ids_.size()) {
-          const uint64_t nid = ids_[i + 1];
-          if (nid != id + 1 && !starts_session(nid, rep.end)) {
-            const std::string why = "segment " + std::to_string(id + 1) + " is missing";
-            if (mode_ == RecoveryMode::absolute) return corrupt(Position(id + 1, 0), why);
-            rep.damage.push_back(Damage{Position(id + 1, 0), 0, why});
-            if (mode_ == RecoveryMode::tolerate_torn_tail) break;
-          }
           next = i + 1;
+          const bool reported = std::find(unusable_.begin(), unusable_.end(), id + 1) != unusable_.end();
+          if (ids_[i + 1] != id + 1 && !reported) {
+            // A gap in the ids is fine only where a later session says the
+            // log ended here (an earlier recovery stopped at this point).
+            if (auto j = find_session_after(i + 1, rep.end)) {
+              next = *j;
+            } else {
+              const std::string why = "segment " + std::to_string(id + 1) + " is missing";
+              if (mode_ == RecoveryMode::absolute) return corrupt(Position(id + 1, 0), why);
+              rep.damage.push_back(Damage{Position(id + 1, 0), 0, why});
+              if (mode_ == RecoveryMode::tolerate_torn_tail) next.reset();
+            }
+          }
         }
         start = kHeaderSize;
         break;

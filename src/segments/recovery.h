@@ -36,9 +36,10 @@ struct Recovered {
   RecoveryReport report;
   std::vector<Extent> extents;
   std::map<uint64_t, uint64_t> kept;  // segment files that stay: id -> file size
-  std::vector<uint64_t> discard;      // after a torn or clean end: only unacknowledged bytes
+  std::vector<uint64_t> discard;      // past a torn or clean end, holding no valid record
   std::vector<std::string> temp_files;
   uint64_t next_id = 1;
+  uint64_t log_id = 0;  // from the segment headers; 0 for an empty directory
 };
 
 [[nodiscard]] Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode);

@@ -5,11 +5,18 @@
 
 namespace synclog::seg {
 
-Result<void> Segment::open_mapped() {
-  auto file = io::File::open(path_, io::File::Mode::read_write);
+Result<void> Segment::open_image(SegmentKind kind, const SegmentHeader& header) {
+  kind_ = kind;
+  const auto mode = kind == SegmentKind::direct ? io::File::Mode::direct : io::File::Mode::read_write;
+  auto file = io::File::open(path_, mode);
   if (!file) return std::unexpected(file.error());
-  auto map = io::Mapping::map_shared(*file, size_);
+  auto map = kind == SegmentKind::mmap ? io::Mapping::map_shared(*file, size_)
+                                       : io::Mapping::map_anonymous(size_);
   if (!map) return std::unexpected(map.error());
+  if (kind != SegmentKind::mmap) {
+    // Direct writes cover whole blocks, the first one included.
+    encode_header(header, map->bytes());
+  }
   file_ = std::move(*file);
   mapping_ = std::move(*map);
   return {};

@@ -13,6 +13,7 @@
 #include "io/file.h"
 #include "io/mapping.h"
 #include "segments/format.h"
+#include "synclog/config.h"
 #include "synclog/error.h"
 
 namespace synclog::seg {
@@ -28,14 +29,17 @@ class Segment {
   // Records must end at or before capacity(), leaving room for the end record.
   uint64_t capacity() const { return size_ - kRecordHeaderSize; }
 
-  // Opens the file and builds the memory image (a shared mapping).
-  [[nodiscard]] Result<void> open_mapped();
+  // Opens the file and builds the memory image: a shared mapping of the file
+  // (mmap), or private zeroed memory holding a copy of the header (direct:
+  // the file is opened O_DIRECT; buffered: plainly).
+  [[nodiscard]] Result<void> open_image(SegmentKind kind, const SegmentHeader& header);
   // Lets go of the file and the image; the control block stays valid.
   void retire();
 
   std::span<std::byte> image() const { return mapping_.bytes(); }
   const io::Mapping& mapping() const { return mapping_; }
   const io::File& file() const { return file_; }
+  SegmentKind kind() const { return kind_; }
 
   // Next free offset. fetch_add by appenders; values past capacity() mean the
   // segment is full and the one writer that crossed it wrote the end record.
@@ -47,6 +51,7 @@ class Segment {
   uint64_t id_;
   uint64_t size_;
   std::filesystem::path path_;
+  SegmentKind kind_ = SegmentKind::mmap;
   io::File file_;
   io::Mapping mapping_;
 };

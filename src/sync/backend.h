@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "segments/segment.h"
 #include "synclog/config.h"
@@ -24,12 +25,21 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   // Makes every range durable (survives power loss on a device that honours
-  // cache flushes) before returning. Any failure is final for the log: the
-  // kernel may have dropped the dirty data, so a retry could lie.
+  // cache flushes) before returning. Called from one thread at a time. Any
+  // failure is final for the log: the kernel may have dropped the dirty
+  // data, so a retry could lie.
   [[nodiscard]] virtual Result<void> persist(std::span<const Range> ranges) = 0;
 };
 
-// Builds the backend named in the config; a clear error if it cannot run here.
-[[nodiscard]] Result<std::unique_ptr<Backend>> make_backend(const Config& config);
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  BackendKind kind;
+  std::string why;  // for backend=auto: what was chosen and what was passed over
+};
+
+// Builds the backend named in the config (auto: the best one that works for
+// the segment kind). `block_size` is the direct I/O alignment. A backend
+// this machine cannot run is Errc::unsupported with the reason.
+[[nodiscard]] Result<BackendChoice> make_backend(const Config& config, uint32_t block_size);
 
 }  // namespace synclog::sync

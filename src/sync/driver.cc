@@ -18,8 +18,9 @@ uint64_t ns(std::chrono::microseconds us) { return static_cast<uint64_t>(us.coun
 }  // namespace
 
 Driver::Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-               Position synced)
+               Position synced, uint32_t marker_align)
     : config_(config),
+      marker_align_(marker_align),
       appender_(appender),
       backend_(backend),
       durable_(durable.raw()),
@@ -102,8 +103,10 @@ Result<void> Driver::sync_once() {
   last_sync_start_ns_ = io::now_ns();
   const Position before = durable();
   Position target;
-  if (auto marker = appender_.append_position(seg::Kind::sync, before)) {
-    target = Position(marker->segment(), marker->offset() + seg::framed_size(seg::kPositionPayload));
+  uint64_t padding = 0;
+  if (auto marker = appender_.append_marker(before, marker_align_, &padding)) {
+    target = *marker;
+    padding_.fetch_add(padding, std::memory_order_relaxed);
   } else if (marker.error().code == Errc::no_space || marker.error().code == Errc::closed) {
     // No room for a marker (the next segment is not there yet): sync what
     // exists. Reading the head is the reservation the drain is ordered after.
@@ -238,7 +241,7 @@ Result<void> Driver::close() {
 }
 
 DriverStats Driver::stats() const {
-  return DriverStats{syncs_.load(), lag_blocked_.load(), max_lag_us_.load()};
+  return DriverStats{syncs_.load(), lag_blocked_.load(), max_lag_us_.load(), padding_.load()};
 }
 
 }  // namespace synclog::sync

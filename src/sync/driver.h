@@ -28,14 +28,16 @@ struct DriverStats {
   uint64_t syncs = 0;
   uint64_t lag_blocked = 0;
   uint64_t max_lag_us = 0;
+  uint64_t padding_bytes = 0;
 };
 
 class Driver {
  public:
   // `durable` is where recovery ended; `synced` is the first byte of this
   // session that no sync has covered yet.
+  // `marker_align` > 8 pads every sync to that boundary (direct I/O, tail=pad).
   Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-         Position synced);
+         Position synced, uint32_t marker_align);
   ~Driver();
 
   void start();
@@ -69,6 +71,7 @@ class Driver {
   std::unexpected<Error> failed_error() const;
 
   const Config config_;
+  const uint32_t marker_align_;
   seg::Appender& appender_;
   Backend& backend_;
 
@@ -90,6 +93,7 @@ class Driver {
   std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> lag_blocked_{0};
   std::atomic<uint64_t> max_lag_us_{0};
+  std::atomic<uint64_t> padding_{0};
   std::thread thread_;
 };
 

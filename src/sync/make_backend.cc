@@ -1,18 +1,53 @@
 #include "sync/backend.h"
 #include "sync/msync_backend.h"
+#include "sync/pwrite_backend.h"
 
 namespace synclog::sync {
+namespace {
 
-Result<std::unique_ptr<Backend>> make_backend(const Config& config) {
-  switch (config.backend) {
-    case BackendKind::msync:
-    case BackendKind::auto_select:
-      return std::make_unique<MsyncBackend>();
-    default:
-      return make_error(Errc::unsupported,
-                        std::string("backend '") + to_string(config.backend) +
-                            "' is not available in this build (available: msync, auto)");
+Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config, uint32_t block_size) {
+  (void)block_size;
+  switch (kind) {
+    case BackendKind::msync: return std::make_unique<MsyncBackend>();
+    case BackendKind::pwrite: return std::make_unique<PwriteBackend>();
+    default: break;
   }
+  (void)config;
+  return make_error(Errc::unsupported, std::string("backend '") + to_string(kind) +
+                                           "' is not available in this build");
+}
+
+}  // namespace
+
+Result<BackendChoice> make_backend(const Config& config, uint32_t block_size) {
+  if (config.backend != BackendKind::auto_select) {
+    auto b = build(config.backend, config, block_size);
+    if (!b) return std::unexpected(b.error());
+    return BackendChoice{std::move(*b), config.backend, ""};
+  }
+  std::vector<BackendKind> candidates;
+  switch (config.segment_kind) {
+    case SegmentKind::mmap:
+      candidates = {config.sync_threads > 1 ? BackendKind::msync_pool : BackendKind::msync,
+                    BackendKind::msync};
+      break;
+    case SegmentKind::direct: candidates = {BackendKind::uring, BackendKind::aio}; break;
+    case SegmentKind::buffered: candidates = {BackendKind::pwrite}; break;
+  }
+  std::string passed;
+  for (BackendKind k : candidates) {
+    auto b = build(k, config, block_size);
+    if (b) {
+      std::string why = std::string("backend=auto chose ") + to_string(k) + " for " +
+                        to_string(config.segment_kind) + " segments";
+      if (!passed.empty()) why += " (" + passed + ")";
+      return BackendChoice{std::move(*b), k, why};
+    }
+    passed += (passed.empty() ? "" : "; ") + std::string(to_string(k)) + ": " + b.error().message;
+  }
+  return make_error(Errc::unsupported, "backend=auto found no working backend for " +
+                                           std::string(to_string(config.segment_kind)) +
+                                           " segments: " + passed);
 }
 
 }  // namespace synclog::sync
