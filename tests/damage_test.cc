@@ -482,5 +482,32 @@ TEST_F(Damage, MissingMiddleSegment) {
   }
 }
 
+// Two problems side by side: segment 2's header is damaged and segment 3 is
+// gone. skip_damaged must report both regions; replay returns segments 1
+// and 4 onwards.
+TEST_F(Damage, BadHeaderNextToAMissingSegment) {
+  ASSERT_GE(log_.files.size(), 4u);
+  Files files = log_.files;
+  files.at(2)[0] ^= 1;  // magic
+  files.erase(3);
+  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute}) {
+    SCOPED_TRACE(to_string(mode));
+    auto o = open_copy(log_, files, work_, mode);
+    ASSERT_FALSE(o.has_value()) << "opened with a bad segment header";
+    EXPECT_EQ(o.error().code, Errc::bad_directory) << o.error().describe();
+  }
+  auto o = open_copy(log_, files, work_, RecoveryMode::skip_damaged);
+  ASSERT_TRUE(o.has_value()) << o.error().describe();
+  auto reported = [&](uint64_t id) {
+    return std::any_of(o->report.damage.begin(), o->report.damage.end(),
+                       [&](const synclog::Damage& d) { return d.at == Position(id, 0); });
+  };
+  EXPECT_TRUE(reported(2)) << "bad header not reported: " << describe_damage(o->report);
+  EXPECT_TRUE(reported(3)) << "missing segment not reported: " << describe_damage(o->report);
+  EXPECT_EQ(o->report.damage.size(), 2u) << describe_damage(o->report);
+  EXPECT_TRUE(same_records(
+      o->records, select(log_, [](Position q) { return q.segment() != 2 && q.segment() != 3; })));
+}
+
 }  // namespace
 }  // namespace synclog::test

@@ -116,7 +116,9 @@ TEST(Lifecycle, RecycledSegmentStaleContentsNeverReplay) {
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     size_t tail_nonzero = 0;
     for (size_t i = fresh.back().offset() + 2048; i < bytes.size(); ++i) tail_nonzero += bytes[i] != 0;
-    EXPECT_GT(tail_nonzero, 100'000u) << "the segment does not look recycled";
+    // (tail=pad on direct segments leaves zero padding between records, so
+    // less than half of life 1's bytes are non-zero there.)
+    EXPECT_GT(tail_nonzero, 20'000u) << "the segment does not look recycled";
   }
   RecoveryReport report;
   auto replayed = replay_all(cfg, &report);

@@ -24,6 +24,9 @@ enum class SyncMode { periodic, batch, group };
 enum class RecoveryMode { tolerate_torn_tail, absolute, skip_damaged };
 // Direct I/O: how the last partial block of a sync is written.
 enum class TailPolicy { pad, rewrite };
+// Direct I/O: how a write becomes durable: RWF_DSYNC on each write, or
+// plain writes then fdatasync.
+enum class DirectSync { dsync, fdatasync };
 
 struct Config {
   std::filesystem::path dir;
@@ -54,6 +57,7 @@ struct Config {
   uint32_t sync_threads = 4;
   uint32_t queue_depth = 8;
   TailPolicy tail = TailPolicy::pad;
+  DirectSync direct_sync = DirectSync::dsync;
   // Direct I/O alignment in bytes; 0 = probe the filesystem (statx
   // STATX_DIOALIGN, then the device's logical block size).
   uint32_t block_size = 0;
@@ -76,5 +80,6 @@ const char* to_string(SegmentKind v);
 const char* to_string(SyncMode v);
 const char* to_string(RecoveryMode v);
 const char* to_string(TailPolicy v);
+const char* to_string(DirectSync v);
 
 }  // namespace synclog

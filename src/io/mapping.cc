@@ -37,7 +37,9 @@ Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
 }
 
 Result<Mapping> Mapping::map_anonymous(uint64_t size) {
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Populated now, on the manager's thread, so appends never fault pages in.
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) return sys_error("mmap", "anonymous segment image", errno);
   Mapping m;
   m.data_ = static_cast<std::byte*>(p);

@@ -29,6 +29,8 @@ constexpr Named<RecoveryMode> kRecovery[] = {{"tolerate-torn-tail", RecoveryMode
                                              {"absolute", RecoveryMode::absolute},
                                              {"skip-damaged", RecoveryMode::skip_damaged}};
 constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};
+constexpr Named<DirectSync> kDirectSyncs[] = {{"dsync", DirectSync::dsync},
+                                              {"fdatasync", DirectSync::fdatasync}};
 
 template <class E, size_t N>
 const char* name_of(const Named<E> (&table)[N], E v) {
@@ -128,6 +130,7 @@ const char* to_string(SegmentKind v) { return name_of(kKinds, v); }
 const char* to_string(SyncMode v) { return name_of(kModes, v); }
 const char* to_string(RecoveryMode v) { return name_of(kRecovery, v); }
 const char* to_string(TailPolicy v) { return name_of(kTails, v); }
+const char* to_string(DirectSync v) { return name_of(kDirectSyncs, v); }
 
 Result<void> Config::set(std::string_view key, std::string_view value) {
   auto assign = [](auto result, auto* field) -> Result<void> {
@@ -145,6 +148,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "mode") return parse_enum(kModes, key, value, &mode);
   if (key == "recovery") return parse_enum(kRecovery, key, value, &recovery);
   if (key == "tail") return parse_enum(kTails, key, value, &tail);
+  if (key == "direct_sync") return parse_enum(kDirectSyncs, key, value, &direct_sync);
   if (key == "interval") return assign(parse_duration(key, value), &interval);
   if (key == "lag_bound") return assign(parse_duration(key, value), &lag_bound);
   if (key == "window") return assign(parse_duration(key, value), &window);
@@ -166,7 +170,8 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
                     "unknown config key '" + std::string(key) +
                         "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
                         "segment_size, spare_segments, recycle, prezero, max_total_size, "
-                        "allocation_timeout, recovery, sync_threads, queue_depth, tail, block_size)");
+                        "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
+                        "block_size)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -269,6 +274,7 @@ std::string Config::to_string() const {
   add("sync_threads", std::to_string(sync_threads));
   add("queue_depth", std::to_string(queue_depth));
   add("tail", synclog::to_string(tail));
+  add("direct_sync", synclog::to_string(direct_sync));
   add("block_size", std::to_string(block_size));
   return s;
 }

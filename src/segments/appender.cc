@@ -158,9 +158,14 @@ std::vector<Segment*> Appender::segments_from(uint64_t from) const {
   return out;
 }
 
-void Appender::forget_before(uint64_t id) {
+std::vector<Segment*> Appender::forget_before(uint64_t id) {
   std::lock_guard lock(mu_);
-  while (live_.size() > 1 && live_.front()->id() < id) live_.pop_front();
+  std::vector<Segment*> out;
+  while (live_.size() > 1 && live_.front()->id() < id) {
+    out.push_back(live_.front());
+    live_.pop_front();
+  }
+  return out;
 }
 
 }  // namespace synclog::seg

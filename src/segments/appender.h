@@ -51,8 +51,9 @@ class Appender {
 
   // Segments of this session with id >= `from`, in order.
   std::vector<Segment*> segments_from(uint64_t from) const;
-  // Drops segments below `id` from the list (they are complete and synced).
-  void forget_before(uint64_t id);
+  // Drops segments below `id` from the list (they are complete and synced)
+  // and returns them.
+  std::vector<Segment*> forget_before(uint64_t id);
   uint64_t first_segment() const { return first_segment_; }
 
  private:

@@ -245,16 +245,21 @@ Result<Recovered> Recovery::run() {
         rep.end = Position(id, off);
         if (i + 1 < ids_.size()) {
           next = i + 1;
-          const bool reported = std::find(unusable_.begin(), unusable_.end(), id + 1) != unusable_.end();
-          if (ids_[i + 1] != id + 1 && !reported) {
+          // Ids skipped for bad headers were reported already.
+          uint64_t missing = id + 1;
+          while (missing < ids_[i + 1] &&
+                 std::find(unusable_.begin(), unusable_.end(), missing) != unusable_.end()) {
+            ++missing;
+          }
+          if (missing != ids_[i + 1]) {
             // A gap in the ids is fine only where a later session says the
             // log ended here (an earlier recovery stopped at this point).
             if (auto j = find_session_after(i + 1, rep.end)) {
               next = *j;
             } else {
-              const std::string why = "segment " + std::to_string(id + 1) + " is missing";
-              if (mode_ == RecoveryMode::absolute) return corrupt(Position(id + 1, 0), why);
-              rep.damage.push_back(Damage{Position(id + 1, 0), 0, why});
+              const std::string why = "segment " + std::to_string(missing) + " is missing";
+              if (mode_ == RecoveryMode::absolute) return corrupt(Position(missing, 0), why);
+              rep.damage.push_back(Damage{Position(missing, 0), 0, why});
               if (mode_ == RecoveryMode::tolerate_torn_tail) next.reset();
             }
           }

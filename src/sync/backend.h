@@ -29,6 +29,9 @@ class Backend {
   // failure is final for the log: the kernel may have dropped the dirty
   // data, so a retry could lie.
   [[nodiscard]] virtual Result<void> persist(std::span<const Range> ranges) = 0;
+  // The segment is complete and synced: drop anything held for it (fixed
+  // file and buffer slots) before its image goes away.
+  virtual void retire(seg::Segment& segment) { (void)segment; }
 };
 
 struct BackendChoice {

@@ -137,7 +137,12 @@ Result<void> Driver::persist_through(Position target) {
   }
   if (auto r = backend_.persist(ranges); !r) return r;
   synced_ = target;
-  appender_.forget_before(target.segment());
+  // Complete segments need no image any more (a direct segment's is
+  // private memory as large as the file).
+  for (seg::Segment* s : appender_.forget_before(target.segment())) {
+    backend_.retire(*s);
+    s->retire();
+  }
   return {};
 }
 

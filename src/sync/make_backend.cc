@@ -1,6 +1,7 @@
 #include "sync/backend.h"
 #include "sync/msync_backend.h"
 #include "sync/pwrite_backend.h"
+#include "sync/uring_backend.h"
 
 namespace synclog::sync {
 namespace {
@@ -10,6 +11,7 @@ Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config, u
   switch (kind) {
     case BackendKind::msync: return std::make_unique<MsyncBackend>();
     case BackendKind::pwrite: return std::make_unique<PwriteBackend>();
+    case BackendKind::uring: return make_uring_backend(config, block_size);
     default: break;
   }
   (void)config;

@@ -1,0 +1,106 @@
+#include "io/uring.h"
+
+#include <liburing.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace synclog::io {
+
+struct Uring::Ring {
+  io_uring ring;
+  ~Ring() { io_uring_queue_exit(&ring); }
+};
+
+namespace {
+std::unexpected<Error> uring_error(const std::string& what, int neg_errno) {
+  return make_error(Errc::io_error, "io_uring " + what + ": " + std::strerror(-neg_errno),
+                    -neg_errno);
+}
+}  // namespace
+
+Uring::Uring(Uring&&) noexcept = default;
+Uring& Uring::operator=(Uring&&) noexcept = default;
+Uring::~Uring() = default;
+
+Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buffer_slots) {
+  auto ring = std::make_unique<Ring>();
+  int rc = io_uring_queue_init(entries, &ring->ring, 0);
+  if (rc < 0) {
+    return make_error(Errc::unsupported,
+                      std::string("io_uring is not available here (io_uring_setup: ") +
+                          std::strerror(-rc) +
+                          "; see kernel.io_uring_disabled and seccomp policy)",
+                      -rc);
+  }
+  Uring u;
+  u.ring_ = std::move(ring);
+  if ((rc = io_uring_register_files_sparse(&u.ring_->ring, file_slots)) < 0) {
+    return make_error(Errc::unsupported,
+                      std::string("io_uring cannot register files: ") + std::strerror(-rc), -rc);
+  }
+  if ((rc = io_uring_register_buffers_sparse(&u.ring_->ring, buffer_slots)) < 0) {
+    return make_error(Errc::unsupported,
+                      std::string("io_uring cannot register buffers: ") + std::strerror(-rc), -rc);
+  }
+  return u;
+}
+
+Result<void> Uring::set_file(unsigned slot, int fd) {
+  int rc = io_uring_register_files_update(&ring_->ring, slot, &fd, 1);
+  if (rc < 0) return uring_error("register file", rc);
+  return {};
+}
+
+Result<void> Uring::set_buffer(unsigned slot, std::span<std::byte> memory) {
+  iovec iov{memory.data(), memory.size()};
+  __u64 tag = 0;
+  int rc = io_uring_register_buffers_update_tag(&ring_->ring, slot, &iov, &tag, 1);
+  if (rc < 0) return uring_error("register buffer", rc);
+  return {};
+}
+
+bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* data, uint32_t len,
+                        uint64_t offset, int rw_flags, uint64_t user_data) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
+  if (sqe == nullptr) return false;
+  if (buffer_slot >= 0) {
+    io_uring_prep_write_fixed(sqe, static_cast<int>(file_slot), data, len, offset, buffer_slot);
+  } else {
+    io_uring_prep_write(sqe, static_cast<int>(file_slot), data, len, offset);
+  }
+  sqe->flags |= IOSQE_FIXED_FILE;
+  sqe->rw_flags = rw_flags;
+  io_uring_sqe_set_data64(sqe, user_data);
+  return true;
+}
+
+bool Uring::queue_datasync(unsigned file_slot, uint64_t user_data) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
+  if (sqe == nullptr) return false;
+  io_uring_prep_fsync(sqe, static_cast<int>(file_slot), IORING_FSYNC_DATASYNC);
+  sqe->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data64(sqe, user_data);
+  return true;
+}
+
+Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
+  int rc;
+  do {
+    rc = io_uring_submit_and_wait(&ring_->ring, wait_for);
+  } while (rc == -EINTR);
+  if (rc < 0) return uring_error("submit", rc);
+  unsigned n = 0;
+  unsigned head;
+  io_uring_cqe* cqe;
+  io_uring_for_each_cqe(&ring_->ring, head, cqe) {
+    if (n == std::size(completions_)) break;
+    completions_[n++] = Completion{io_uring_cqe_get_data64(cqe), cqe->res};
+  }
+  io_uring_cq_advance(&ring_->ring, n);
+  return n;
+}
+
+}  // namespace synclog::io

@@ -1,0 +1,62 @@
+// A thin io_uring wrapper (liburing): one ring, fixed-file and fixed-buffer
+// tables, write and fdatasync submissions, completion reaping. Errors come
+// back as values; completion results are the kernel's (bytes or -errno).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "synclog/error.h"
+
+namespace synclog::io {
+
+class Uring {
+ public:
+  struct Completion {
+    uint64_t user_data;
+    int32_t result;
+  };
+
+  // Fails with Errc::unsupported if this kernel or its policy
+  // (kernel.io_uring_disabled, seccomp) refuses io_uring.
+  [[nodiscard]] static Result<Uring> create(unsigned entries, unsigned file_slots,
+                                            unsigned buffer_slots);
+  Uring(Uring&&) noexcept;
+  Uring& operator=(Uring&&) noexcept;
+  ~Uring();
+
+  // Points a fixed-file slot at `fd` (-1 clears it).
+  [[nodiscard]] Result<void> set_file(unsigned slot, int fd);
+  // Points a fixed-buffer slot at memory (empty span clears it). The pages
+  // are pinned until the slot is cleared.
+  [[nodiscard]] Result<void> set_buffer(unsigned slot, std::span<std::byte> memory);
+
+  // Queues a write of `len` bytes from `data` at file offset `offset`. The
+  // file is a fixed slot, the buffer a fixed slot or -1. False if the
+  // submission queue is full.
+  bool queue_write(unsigned file_slot, int buffer_slot, const std::byte* data, uint32_t len,
+                   uint64_t offset, int rw_flags, uint64_t user_data);
+  bool queue_datasync(unsigned file_slot, uint64_t user_data);
+
+  // Submits what is queued and waits until at least `wait_for` completions
+  // are ready; hands each to `on_completion`, returns how many.
+  template <class F>
+  [[nodiscard]] Result<unsigned> submit_and_reap(unsigned wait_for, F&& on_completion) {
+    auto got = submit_and_collect(wait_for);
+    if (!got) return got;
+    for (unsigned i = 0; i < *got; ++i) on_completion(completions_[i]);
+    return got;
+  }
+
+ private:
+  struct Ring;
+  Uring() = default;
+  Result<unsigned> submit_and_collect(unsigned wait_for);
+
+  std::unique_ptr<Ring> ring_;
+  Completion completions_[256];
+};
+
+}  // namespace synclog::io

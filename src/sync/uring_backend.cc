@@ -1,0 +1,169 @@
+#include "sync/uring_backend.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+namespace synclog::sync {
+namespace {
+
+// Large enough to stream, small enough that several are in flight.
+constexpr uint64_t kMaxWrite = 1 << 20;
+
+std::unexpected<Error> write_error(const seg::Segment& s, uint64_t offset, int neg) {
+  return make_error(Errc::io_error,
+                    "io_uring write to " + s.path().string() + " at offset " +
+                        std::to_string(offset) + " failed: " + std::strerror(-neg),
+                    -neg);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_uring_backend(const Config& config, uint32_t block_size) {
+  // Room for a full queue of writes plus one fdatasync per slot.
+  auto ring = io::Uring::create(std::max(config.queue_depth, 8u) * 2, 4, 4);
+  if (!ring) return std::unexpected(ring.error());
+  return std::make_unique<UringBackend>(std::move(*ring), block_size, config.queue_depth,
+                                        config.direct_sync == DirectSync::dsync);
+}
+
+Result<unsigned> UringBackend::slot_for(seg::Segment* segment, const std::vector<unsigned>& busy) {
+  for (unsigned i = 0; i < kSlots; ++i) {
+    if (slots_[i].segment == segment) return i;
+  }
+  // Never re-point a slot that queued writes still name.
+  unsigned i = victim_;
+  while (std::find(busy.begin(), busy.end(), i) != busy.end()) i = (i + 1) % kSlots;
+  victim_ = (i + 1) % kSlots;
+  if (slots_[i].segment != nullptr) retire(*slots_[i].segment);
+  if (auto r = ring_.set_file(i, segment->file().fd()); !r) return std::unexpected(r.error());
+  // Pinning the image lets the kernel skip the per-write page lookups; if
+  // the pin is refused (memlock), plain writes work the same.
+  slots_[i] = Slot{segment, ring_.set_buffer(i, segment->image()).has_value()};
+  return i;
+}
+
+void UringBackend::retire(seg::Segment& segment) {
+  for (Slot& s : slots_) {
+    if (s.segment != &segment) continue;
+    const unsigned i = static_cast<unsigned>(&s - slots_);
+    (void)ring_.set_file(i, -1);
+    if (s.fixed_buffer) (void)ring_.set_buffer(i, {});
+    s = Slot{};
+  }
+}
+
+Result<void> UringBackend::persist(std::span<const Range> ranges) {
+  writes_.clear();
+  std::vector<unsigned> used;
+  auto flush = [&]() -> Result<void> {
+    if (auto r = run(writes_); !r) return r;
+    if (!dsync_) {
+      if (auto r = datasync(used); !r) return r;
+    }
+    writes_.clear();
+    used.clear();
+    return {};
+  };
+  for (const Range& r : ranges) {
+    // One sync can span more segments than there are slots (periodic mode,
+    // small segments): write out what is queued before slots are re-pointed.
+    const bool known = std::any_of(std::begin(slots_), std::end(slots_),
+                                   [&](const Slot& s) { return s.segment == r.segment; });
+    if (!known && used.size() == kSlots) {
+      if (auto f = flush(); !f) return f;
+    }
+    auto slot = slot_for(r.segment, used);
+    if (!slot) return std::unexpected(slot.error());
+    if (std::find(used.begin(), used.end(), *slot) == used.end()) used.push_back(*slot);
+    // Whole blocks only: the kernel may accept a misaligned direct write on
+    // one filesystem and fail or tear it on another.
+    const uint64_t from = r.from / block_ * block_;
+    const uint64_t to = std::min<uint64_t>((r.to + block_ - 1) / block_ * block_, r.segment->size());
+    const int buffer = slots_[*slot].fixed_buffer ? static_cast<int>(*slot) : -1;
+    for (uint64_t off = from; off < to; off += kMaxWrite) {
+      const uint32_t len = static_cast<uint32_t>(std::min(kMaxWrite, to - off));
+      writes_.push_back(Write{*slot, buffer, r.segment->image().data() + off, off, len});
+    }
+  }
+  return flush();
+}
+
+Result<void> UringBackend::run(std::vector<Write>& writes) {
+  const int flags = dsync_ ? RWF_DSYNC : 0;
+  size_t next = 0;
+  size_t done = 0;
+  unsigned inflight = 0;
+  retry_.clear();
+  std::optional<Error> failure;
+  auto queue = [&](size_t i) {
+    const Write& w = writes[i];
+    return ring_.queue_write(w.slot, w.buffer, w.data, w.len, w.offset, flags, i);
+  };
+  while (done < writes.size()) {
+    while (!failure && inflight < depth_ && (!retry_.empty() || next < writes.size())) {
+      const size_t i = retry_.empty() ? next : retry_.back();
+      if (!queue(i)) break;
+      retry_.empty() ? (void)++next : retry_.pop_back();
+      ++inflight;
+    }
+    if (inflight == 0) break;  // only after a failure: nothing more is queued
+    // Never return with writes in flight: their completions would be taken
+    // for the next sync's.
+    auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
+      --inflight;
+      Write& w = writes[c.user_data];
+      if (c.result == -EAGAIN || c.result == -EINTR || c.result == -ECANCELED) {
+        retry_.push_back(c.user_data);
+      } else if (c.result < 0) {
+        if (!failure) failure = write_error(*slots_[w.slot].segment, w.offset, c.result).error();
+        ++done;
+      } else if (static_cast<uint32_t>(c.result) < w.len) {
+        // A short write: the rest goes again, still block-aligned.
+        w.data += c.result;
+        w.offset += static_cast<uint32_t>(c.result);
+        w.len -= static_cast<uint32_t>(c.result);
+        if (w.offset % block_ != 0 && !failure) {
+          failure = make_error(Errc::io_error, "io_uring short direct write ended off a block "
+                                               "boundary at " + std::to_string(w.offset)).error();
+          ++done;
+        } else {
+          retry_.push_back(c.user_data);
+        }
+      } else {
+        ++done;
+      }
+    });
+    if (!reaped) return std::unexpected(reaped.error());
+  }
+  if (failure) return std::unexpected(*failure);
+  return {};
+}
+
+Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
+  for (unsigned s : slots) {
+    if (!ring_.queue_datasync(s, s)) return make_error(Errc::io_error, "io_uring queue full");
+  }
+  std::optional<Error> failure;
+  unsigned pending = static_cast<unsigned>(slots.size());
+  while (pending > 0) {
+    auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
+      --pending;
+      if (c.result < 0 && !failure) {
+        failure = make_error(Errc::io_error,
+                             "io_uring fdatasync of " + slots_[c.user_data].segment->path().string() +
+                                 " failed: " + std::strerror(-c.result),
+                             -c.result)
+                      .error();
+      }
+    });
+    if (!reaped) return std::unexpected(reaped.error());
+  }
+  if (failure) return std::unexpected(*failure);
+  return {};
+}
+
+}  // namespace synclog::sync

@@ -1,0 +1,122 @@
+// Choosing a backend at startup: a backend this machine cannot run is a
+// clear error, and backend=auto falls back and says which it chose. The
+// machine's refusal is real: a seccomp filter in a child process makes
+// io_uring_setup fail (as kernel.io_uring_disabled or a container policy
+// would), or makes O_DIRECT opens fail (as a filesystem without direct I/O).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <functional>
+
+#include "test_util.h"
+
+namespace synclog::test {
+namespace {
+
+enum class Refuse { uring, direct_io };
+
+// Runs `body` in a child process under a seccomp filter; the child's exit
+// code is the number of failed checks.
+int run_refused(Refuse what, const std::function<int()>& body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<sock_filter> prog;
+    prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+    if (what == Refuse::uring) {
+      prog.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1));
+      prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+    } else {
+      // openat(dirfd, path, flags): refuse flags with O_DIRECT.
+      prog.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 3));
+      prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])));
+      prog.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1));
+      prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)));
+    }
+    prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
+      std::perror("seccomp");
+      ::_exit(100);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+int check(bool ok, const std::string& what) {
+  if (!ok) std::fprintf(stderr, "check failed: %s\n", what.c_str());
+  return ok ? 0 : 1;
+}
+
+TEST(BackendSelect, UringRefusedIsAClearErrorAndAutoFallsBack) {
+  TempDir dir;
+  int failures = run_refused(Refuse::uring, [&] {
+    int bad = 0;
+    Config cfg = small_config(dir.path());
+    cfg.backend = BackendKind::uring;
+    cfg.segment_kind = SegmentKind::direct;
+    auto log = Log::open(cfg);
+    bad += check(!log && log.error().code == Errc::unsupported, "uring refused");
+    if (!log) {
+      bad += check(log.error().message.find("io_uring is not available") != std::string::npos,
+                   log.error().message);
+    }
+    cfg.backend = BackendKind::auto_select;
+    auto fallback = Log::open(cfg);
+    if (fallback) {
+      const std::string& b = (*fallback)->backend();
+      bad += check(b.find("backend=auto chose") != std::string::npos, b);
+      bad += check(b.find("uring: io_uring is not available") != std::string::npos, b);
+      bad += check(b.rfind("uring", 0) != 0, "auto must not pick uring: " + b);
+      bad += check((*fallback)->append("works").has_value(), "append after fallback");
+    } else {
+      // No other direct backend in this build: the error lists what failed.
+      bad += check(fallback.error().message.find("io_uring is not available") != std::string::npos,
+                   fallback.error().message);
+    }
+    return bad;
+  });
+  EXPECT_EQ(failures, 0) << "see the child's stderr above";
+}
+
+TEST(BackendSelect, DirectIoRefusedByTheFilesystemIsAClearError) {
+  TempDir dir;
+  int failures = run_refused(Refuse::direct_io, [&] {
+    Config cfg = small_config(dir.path());
+    cfg.backend = BackendKind::uring;
+    cfg.segment_kind = SegmentKind::direct;
+    auto log = Log::open(cfg);
+    int bad = check(!log && log.error().code == Errc::unsupported, "O_DIRECT refused");
+    if (!log) bad += check(log.error().message.find("refuses O_DIRECT") != std::string::npos,
+                           log.error().message);
+    // Buffered and mmap segments do not need O_DIRECT.
+    cfg.backend = BackendKind::pwrite;
+    cfg.segment_kind = SegmentKind::buffered;
+    bad += check(Log::open(cfg).has_value(), "pwrite without O_DIRECT");
+    return bad;
+  });
+  EXPECT_EQ(failures, 0) << "see the child's stderr above";
+}
+
+TEST(BackendSelect, AutoSaysWhichItChose) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.backend = BackendKind::auto_select;
+  cfg.segment_kind = SegmentKind::buffered;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_EQ((*log)->backend(), "pwrite (backend=auto chose pwrite for buffered segments)");
+}
+
+}  // namespace
+}  // namespace synclog::test
