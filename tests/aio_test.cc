@@ -5,6 +5,7 @@
 // naming the file, the offset and errno. A machine without kernel AIO or
 // O_DIRECT on the medium skips.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -16,8 +17,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "io/align.h"
 #include "io/file.h"
@@ -109,7 +108,8 @@ class AioTest : public ::testing::TestWithParam<const char*> {
 TEST_P(AioTest, OddRangesReachTheFile) {
   for (bool use_fdatasync : {false, true}) {
     for (uint32_t depth : {1u, 8u}) {
-      SCOPED_TRACE(std::string(use_fdatasync ? "fdatasync" : "dsync") + " depth " + std::to_string(depth));
+      SCOPED_TRACE(std::string(use_fdatasync ? "fdatasync" : "dsync") + " depth " +
+                   std::to_string(depth));
       auto b = backend(use_fdatasync, depth);
       const uint64_t id = (use_fdatasync ? 10 : 20) + depth;
       auto s = segment(id, 4 * kMiB);
@@ -153,6 +153,20 @@ TEST_P(AioTest, OneSyncAcrossSegments) {
   ASSERT_TRUE(p.has_value()) << p.error().describe();
   expect_file(*s1, kMiB);
   expect_file(*s2, 5000);
+}
+
+TEST_P(AioTest, RangesOutOfOrder) {
+  auto b = backend(false);
+  auto s = segment(7, kMiB);
+  ASSERT_TRUE(b && s);
+  fill(*s, 64, 3 * block_ + 10);
+  // A later range first, then one inside the block it ends in, then the start.
+  Range ranges[] = {{s.get(), 2 * block_ + 7, 3 * block_ + 10},
+                    {s.get(), 3 * block_ + 1, 3 * block_ + 2},
+                    {s.get(), 64, 2 * block_ + 7}};
+  auto p = b->persist(ranges);
+  ASSERT_TRUE(p.has_value()) << p.error().describe();
+  expect_file(*s, 3 * block_ + 10);
 }
 
 TEST_P(AioTest, RangePastTheSegmentIsRefused) {

@@ -85,3 +85,58 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace synclog
+
+namespace synclog {
+namespace {
+
+TEST(ConfigToml, ParsesTheSameKeys) {
+  auto c = Config::parse_toml(R"(
+dir = "/var/lib/wal"
+backend = "uring"
+segment_kind = "direct"
+mode = "group"
+window = "500us"
+segment_size = "64MiB"
+spare_segments = 2
+recycle = false
+max_total_size = 1073741824
+)");
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  EXPECT_EQ(c->dir, "/var/lib/wal");
+  EXPECT_EQ(c->backend, BackendKind::uring);
+  EXPECT_EQ(c->window, std::chrono::microseconds(500));
+  EXPECT_EQ(c->segment_size, 64u << 20);
+  EXPECT_EQ(c->spare_segments, 2u);
+  EXPECT_FALSE(c->recycle);
+  EXPECT_EQ(c->max_total_size, 1u << 30);
+  EXPECT_TRUE(c->validate().has_value());
+}
+
+TEST(ConfigToml, ErrorsNameTheLineAndKey) {
+  struct Case {
+    const char* text;
+    const char* part;
+  } cases[] = {
+      {"dir = \"/d\"\ncolour = \"blue\"\n", "wal.toml:2: unknown config key 'colour'"},
+      {"mode = \"often\"\n", "wal.toml:1: config key 'mode': bad value 'often'"},
+      {"segment_size = 1.5\n", "'segment_size' must be a string, an integer or a boolean"},
+      {"[synclog]\nmode = \"batch\"\n", "'synclog' must be a string"},
+      {"dir = \n", "wal.toml:1: not valid TOML"},
+      {"spare_segments = -3\n", "'spare_segments': bad value '-3'"},
+  };
+  for (const auto& c : cases) {
+    auto r = Config::parse_toml(c.text, "wal.toml");
+    ASSERT_FALSE(r.has_value()) << c.text;
+    EXPECT_EQ(r.error().code, Errc::invalid_config);
+    EXPECT_NE(r.error().message.find(c.part), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(ConfigToml, MissingFileIsNamed) {
+  auto r = Config::load_file("/nonexistent/synclog.toml");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("/nonexistent/synclog.toml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace synclog

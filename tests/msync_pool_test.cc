@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -125,6 +126,10 @@ struct PoolCase {
   Medium medium;
   uint32_t threads;
 };
+
+void PrintTo(const PoolCase& c, std::ostream* os) {
+  *os << c.medium.name << " with " << c.threads << " workers";
+}
 
 std::string case_name(const testing::TestParamInfo<PoolCase>& info) {
   return std::string(info.param.medium.name) + "_" + std::to_string(info.param.threads) + "workers";

@@ -65,6 +65,12 @@ struct Config {
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.
   [[nodiscard]] static Result<Config> parse(std::string_view text);
+  // Reads a TOML file of the same keys at top level (sizes and durations
+  // as strings like "32MiB" and "10ms", or integers for bytes and counts).
+  [[nodiscard]] static Result<Config> load_file(const std::filesystem::path& path);
+  // The same from TOML text; `origin` names it in messages.
+  [[nodiscard]] static Result<Config> parse_toml(std::string_view text,
+                                                 const std::string& origin = "config");
   // Applies one key to this config (shared by the string and file parsers).
   [[nodiscard]] Result<void> set(std::string_view key, std::string_view value);
   // Checks values and combinations; Log::open calls it.

@@ -34,8 +34,8 @@ Result<AioContext> AioContext::create(unsigned depth) {
   auto s = std::make_unique<State>();
   // libaio returns -errno and leaves errno alone.
   if (int rc = ::io_setup(static_cast<int>(depth), &s->ctx); rc < 0) {
-    return make_error(Errc::io_error, "io_setup(" + std::to_string(depth) + "): " + std::strerror(-rc),
-                      -rc);
+    return make_error(Errc::io_error,
+                      "io_setup(" + std::to_string(depth) + "): " + std::strerror(-rc), -rc);
   }
   s->depth = depth;
   s->iocbs.resize(depth);
@@ -56,13 +56,15 @@ Result<size_t> AioContext::submit(std::span<const AioWrite> writes) {
   for (size_t i = 0; i < n; ++i) {
     const AioWrite& w = writes[i];
     iocb* cb = &s_->iocbs[i];
-    ::io_prep_pwrite(cb, w.fd, const_cast<std::byte*>(w.buf), w.len, static_cast<long long>(w.offset));
+    ::io_prep_pwrite(cb, w.fd, const_cast<std::byte*>(w.buf), w.len,
+                     static_cast<long long>(w.offset));
     cb->aio_rw_flags = w.dsync ? RWF_DSYNC : 0;
     cb->data = reinterpret_cast<void*>(static_cast<uintptr_t>(w.tag));
     s_->ptrs[i] = cb;
   }
   int rc = ::io_submit(s_->ctx, static_cast<long>(n), s_->ptrs.data());
-  if (rc < 0) return make_error(Errc::io_error, std::string("io_submit: ") + std::strerror(-rc), -rc);
+  if (rc < 0)
+    return make_error(Errc::io_error, std::string("io_submit: ") + std::strerror(-rc), -rc);
   s_->in_flight += static_cast<unsigned>(rc);
   return static_cast<size_t>(rc);
 }
@@ -73,7 +75,8 @@ Result<std::span<const AioCompletion>> AioContext::reap(size_t min) {
     rc = ::io_getevents(s_->ctx, static_cast<long>(min), static_cast<long>(s_->in_flight),
                         s_->events.data(), nullptr);
   } while (rc == -EINTR);
-  if (rc < 0) return make_error(Errc::io_error, std::string("io_getevents: ") + std::strerror(-rc), -rc);
+  if (rc < 0)
+    return make_error(Errc::io_error, std::string("io_getevents: ") + std::strerror(-rc), -rc);
   for (int i = 0; i < rc; ++i) {
     const io_event& e = s_->events[i];
     s_->done[i] = {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(e.data)),

@@ -56,9 +56,10 @@ Result<void> AioBackend::plan(std::span<const Range> ranges) {
     seg::Segment* s = r.segment;
     if (r.from >= r.to) continue;
     if (r.to > s->size() || s->image().size() < s->size() || !s->file().is_open()) {
-      return make_error(Errc::invalid_argument, "aio: range [" + std::to_string(r.from) + ", " +
-                                                    std::to_string(r.to) + ") of " + s->path().string() +
-                                                    " is past the segment or the segment is not open");
+      return make_error(Errc::invalid_argument,
+                        "aio: range [" + std::to_string(r.from) + ", " + std::to_string(r.to) +
+                            ") of " + s->path().string() +
+                            " is past the segment or the segment is not open");
     }
     // O_DIRECT needs whole blocks; some filesystems would accept less and
     // silently fall back, so alignment is enforced here, not left to the kernel.
@@ -72,11 +73,12 @@ Result<void> AioBackend::plan(std::span<const Range> ranges) {
     }
     // Consecutive ranges share their boundary block: write it once.
     if (!writes_.empty() && writes_.back().segment == s) {
-      from = std::max(from, std::min(to, writes_.back().offset + writes_.back().len));
+      const Write& last = writes_.back();
+      if (from >= last.offset && from < last.offset + last.len) from = last.offset + last.len;
     }
-    for (uint64_t at = from; at < to; at += kMaxWrite) {
-      writes_.push_back({s, at, std::min(kMaxWrite, to - at)});
-    }
+    const uint64_t most = std::max<uint64_t>(kMaxWrite, block_);
+    for (uint64_t at = from; at < to; at += most)
+      writes_.push_back({s, at, std::min(most, to - at)});
   }
   return {};
 }
@@ -91,7 +93,8 @@ Result<void> AioBackend::run() {
   while (aio_.in_flight() > 0 || (!failure && head < ready_.size())) {
     if (!failure && head < ready_.size()) {
       batch_.clear();
-      for (size_t i = head; i < ready_.size() && batch_.size() < aio_.depth(); ++i) {
+      for (size_t i = head; i < ready_.size() && batch_.size() < aio_.depth() - aio_.in_flight();
+           ++i) {
         const Write& w = writes_[ready_[i]];
         batch_.push_back({w.segment->file().fd(), w.segment->image().data() + w.offset, w.len,
                           w.offset, !fdatasync_, ready_[i]});
@@ -119,7 +122,8 @@ Result<void> AioBackend::run() {
       w.offset += advance;
       w.len -= advance;
       w.stalls = advance > 0 ? 0 : w.stalls + 1;
-      if (w.stalls > kMaxStalls && !failure) failure = write_error(w, c.res < 0 ? -c.res : EIO).error();
+      if (w.stalls > kMaxStalls && !failure)
+        failure = write_error(w, c.res < 0 ? -c.res : EIO).error();
       ready_.push_back(c.tag);
     }
   }
@@ -148,7 +152,8 @@ Result<std::unique_ptr<Backend>> make_aio_backend(const Config& config, uint32_t
 Result<std::unique_ptr<Backend>> make_aio_backend(const Config& config, uint32_t block_size,
                                                   bool use_fdatasync) {
   if (block_size < 512 || (block_size & (block_size - 1)) != 0) {
-    return make_error(Errc::invalid_argument, "aio backend: block size " + std::to_string(block_size) +
+    return make_error(Errc::invalid_argument, "aio backend: block size " +
+                                                  std::to_string(block_size) +
                                                   " is not a power of two of at least 512");
   }
   auto aio = io::AioContext::create(std::max(config.queue_depth, 1u));

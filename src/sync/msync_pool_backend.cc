@@ -239,7 +239,7 @@ Result<void> MsyncPoolBackend::persist(std::span<const Range> ranges) {
     post(w);  // releases the slice and the pending_ count to the worker
   }
   auto own = sync_slice(slices_[0]);
-  // MUTANT
+  await_completions();  // acquires every worker's result
 
   std::optional<Error> first;
   if (!own) first = std::move(own.error());
