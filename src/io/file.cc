@@ -1,5 +1,7 @@
 #include "io/file.h"
 
+#include "io/hook.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -70,31 +72,38 @@ Result<size_t> File::read_at(uint64_t offset, std::span<std::byte> buf) const {
 }
 
 Result<void> File::write_at(uint64_t offset, std::span<const std::byte> buf) const {
-  size_t done = 0;
-  while (done < buf.size()) {
-    ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, offset + done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("pwrite", path_, errno);
+  int err = hooked(Event{Op::write, path_, offset, buf.size(), buf.data()}, [&] {
+    size_t done = 0;
+    while (done < buf.size()) {
+      ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, offset + done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
-  }
+    return 0;
+  });
+  if (err != 0) return sys_error("pwrite", path_, err);
   return {};
 }
 
 Result<void> File::allocate(uint64_t size) const {
-  int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size));
+  int rc = hooked(Event{Op::allocate, path_, 0, size},
+                  [&] { return ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); });
   if (rc != 0) return sys_error("fallocate", path_, rc);
   return {};
 }
 
 Result<void> File::datasync() const {
-  if (::fdatasync(fd_) != 0) return sys_error("fdatasync", path_, errno);
+  int err = hooked(Event{Op::datasync, path_}, [&] { return ::fdatasync(fd_) == 0 ? 0 : errno; });
+  if (err != 0) return sys_error("fdatasync", path_, err);
   return {};
 }
 
 Result<void> File::sync() const {
-  if (::fsync(fd_) != 0) return sys_error("fsync", path_, errno);
+  int err = hooked(Event{Op::fsync, path_}, [&] { return ::fsync(fd_) == 0 ? 0 : errno; });
+  if (err != 0) return sys_error("fsync", path_, err);
   return {};
 }
 
@@ -141,10 +150,9 @@ Result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) {
 Result<void> sync_dir(const std::filesystem::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return sys_error("open directory", dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
+  int err = hooked(Event{Op::dir_sync, dir}, [&] { return ::fsync(fd) == 0 ? 0 : errno; });
   ::close(fd);
-  if (rc != 0) return sys_error("fsync directory", dir, err);
+  if (err != 0) return sys_error("fsync directory", dir, err);
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "io/mapping.h"
 
+#include "io/hook.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@ Mapping& Mapping::operator=(Mapping&& o) noexcept {
     if (data_ != nullptr) ::munmap(data_, size_);
     data_ = o.data_;
     size_ = o.size_;
+    path_ = std::move(o.path_);
     o.data_ = nullptr;
     o.size_ = 0;
   }
@@ -33,6 +36,7 @@ Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
   Mapping m;
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = size;
+  m.path_ = file.path();
   return m;
 }
 
@@ -52,9 +56,9 @@ Result<void> Mapping::sync_range(uint64_t from, uint64_t to) const {
   uint64_t start = from & ~(page - 1);
   if (to > size_) to = size_;
   if (to <= start) return {};
-  if (::msync(data_ + start, to - start, MS_SYNC) != 0) {
-    return sys_error("msync", "mapping", errno);
-  }
+  int err = hooked(Event{Op::msync, path_, start, to - start, data_ + start},
+                   [&] { return ::msync(data_ + start, to - start, MS_SYNC) == 0 ? 0 : errno; });
+  if (err != 0) return sys_error("msync", path_, err);
   return {};
 }
 

@@ -15,7 +15,10 @@ namespace synclog::io {
 class Mapping {
  public:
   Mapping() = default;
-  Mapping(Mapping&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
+  Mapping(Mapping&& o) noexcept : data_(o.data_), size_(o.size_), path_(std::move(o.path_)) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
   Mapping& operator=(Mapping&& o) noexcept;
   ~Mapping();
 
@@ -32,6 +35,7 @@ class Mapping {
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  std::filesystem::path path_;  // the mapped file, for messages and the hook
 };
 
 size_t page_size();

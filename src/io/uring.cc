@@ -1,5 +1,7 @@
 #include "io/uring.h"
 
+#include "io/hook.h"
+
 #include <liburing.h>
 #include <sys/uio.h>
 
@@ -37,6 +39,7 @@ Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buff
   }
   Uring u;
   u.ring_ = std::move(ring);
+  u.paths_.resize(file_slots);
   if ((rc = io_uring_register_files_sparse(&u.ring_->ring, file_slots)) < 0) {
     return make_error(Errc::unsupported,
                       std::string("io_uring cannot register files: ") + std::strerror(-rc), -rc);
@@ -48,7 +51,8 @@ Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buff
   return u;
 }
 
-Result<void> Uring::set_file(unsigned slot, int fd) {
+Result<void> Uring::set_file(unsigned slot, int fd, const std::filesystem::path& path) {
+  paths_[slot] = path;
   int rc = io_uring_register_files_update(&ring_->ring, slot, &fd, 1);
   if (rc < 0) return uring_error("register file", rc);
   return {};
@@ -66,6 +70,16 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
                         uint64_t offset, int rw_flags, uint64_t user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   if (sqe == nullptr) return false;
+  if (Hook* h = current_hook()) {
+    const int err = h->before(Event{Op::direct_write, paths_[file_slot], offset, len, data});
+    traced_.push_back(Traced{user_data, file_slot, data, len, offset, false, -err});
+    if (err != 0) {
+      // The write is not done; its completion reports the injected error.
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, user_data);
+      return true;
+    }
+  }
   if (buffer_slot >= 0) {
     io_uring_prep_write_fixed(sqe, static_cast<int>(file_slot), data, len, offset, buffer_slot);
   } else {
@@ -80,6 +94,15 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
 bool Uring::queue_datasync(unsigned file_slot, uint64_t user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   if (sqe == nullptr) return false;
+  if (Hook* h = current_hook()) {
+    const int err = h->before(Event{Op::datasync, paths_[file_slot]});
+    traced_.push_back(Traced{user_data, file_slot, nullptr, 0, 0, true, -err});
+    if (err != 0) {
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, user_data);
+      return true;
+    }
+  }
   io_uring_prep_fsync(sqe, static_cast<int>(file_slot), IORING_FSYNC_DATASYNC);
   sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data64(sqe, user_data);
@@ -100,7 +123,28 @@ Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
     completions_[n++] = Completion{io_uring_cqe_get_data64(cqe), cqe->res};
   }
   io_uring_cq_advance(&ring_->ring, n);
+  if (!traced_.empty()) {
+    for (unsigned i = 0; i < n; ++i) trace_completion(completions_[i]);
+  }
   return n;
+}
+
+void Uring::trace_completion(Completion& c) {
+  for (size_t i = 0; i < traced_.size(); ++i) {
+    Traced t = traced_[i];
+    if (t.user_data != c.user_data) continue;
+    traced_.erase(traced_.begin() + static_cast<ptrdiff_t>(i));
+    if (t.injected != 0) {
+      c.result = t.injected;
+    } else if (c.result >= 0) {
+      if (Hook* h = current_hook()) {
+        const auto len = t.datasync ? 0 : static_cast<uint64_t>(c.result);
+        h->after(Event{t.datasync ? Op::datasync : Op::direct_write, paths_[t.slot], t.offset, len,
+                       t.data});
+      }
+    }
+    return;
+  }
 }
 
 }  // namespace synclog::io

@@ -5,8 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "synclog/error.h"
 
@@ -27,8 +29,8 @@ class Uring {
   Uring& operator=(Uring&&) noexcept;
   ~Uring();
 
-  // Points a fixed-file slot at `fd` (-1 clears it).
-  [[nodiscard]] Result<void> set_file(unsigned slot, int fd);
+  // Points a fixed-file slot at `fd` (-1 clears it); `path` names it.
+  [[nodiscard]] Result<void> set_file(unsigned slot, int fd, const std::filesystem::path& path = {});
   // Points a fixed-buffer slot at memory (empty span clears it). The pages
   // are pinned until the slot is cleared.
   [[nodiscard]] Result<void> set_buffer(unsigned slot, std::span<std::byte> memory);
@@ -55,8 +57,23 @@ class Uring {
   Uring() = default;
   Result<unsigned> submit_and_collect(unsigned wait_for);
 
+  // What the test hook (io/hook.h) sees: queued writes by user_data, and
+  // results it injected. Only used while a hook is installed.
+  struct Traced {
+    uint64_t user_data;
+    unsigned slot;
+    const std::byte* data;
+    uint32_t len;
+    uint64_t offset;
+    bool datasync;
+    int injected;  // -errno, or 0
+  };
+  void trace_completion(Completion& c);
+
   std::unique_ptr<Ring> ring_;
   Completion completions_[256];
+  std::vector<std::filesystem::path> paths_;
+  std::vector<Traced> traced_;
 };
 
 }  // namespace synclog::io

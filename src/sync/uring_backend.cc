@@ -39,7 +39,9 @@ Result<unsigned> UringBackend::slot_for(seg::Segment* segment, const std::vector
   while (std::find(busy.begin(), busy.end(), i) != busy.end()) i = (i + 1) % kSlots;
   victim_ = (i + 1) % kSlots;
   if (slots_[i].segment != nullptr) retire(*slots_[i].segment);
-  if (auto r = ring_.set_file(i, segment->file().fd()); !r) return std::unexpected(r.error());
+  if (auto r = ring_.set_file(i, segment->file().fd(), segment->path()); !r) {
+    return std::unexpected(r.error());
+  }
   // Pinning the image lets the kernel skip the per-write page lookups; if
   // the pin is refused (memlock), plain writes work the same.
   slots_[i] = Slot{segment, ring_.set_buffer(i, segment->image()).has_value()};

@@ -1,0 +1,58 @@
+// A test seam for fault injection and crash simulation. src/io reports each
+// operation that moves bytes towards stable storage; a test's hook may fail
+// one (it then returns the injected errno exactly as a failing syscall
+// would, without doing it) or record it. Nothing is installed in
+// production: the cost is one relaxed atomic load per operation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+
+namespace synclog::io {
+
+enum class Op : uint8_t {
+  write,         // pwrite of `data` (buffered)
+  direct_write,  // O_DIRECT write of `data` (io_uring or libaio)
+  datasync,      // fdatasync (including io_uring's)
+  fsync,         // fsync of a file
+  dir_sync,      // fsync of a directory
+  msync,         // msync of [offset, offset + length) of a shared mapping; `data` is that memory
+  allocate,      // fallocate of [0, length)
+};
+
+struct Event {
+  Op op;
+  const std::filesystem::path& path;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  const std::byte* data = nullptr;
+};
+
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  // Before the operation; a non-zero errno fails it without doing it.
+  virtual int before(const Event& event) { (void)event; return 0; }
+  // After the operation succeeded.
+  virtual void after(const Event& event) { (void)event; }
+};
+
+// Installs `hook` process-wide (nullptr removes it). Install before opening
+// a log and remove after closing it; the hook must be thread-safe.
+void install_hook(Hook* hook);
+Hook* current_hook();
+
+// Runs `op` unless the hook fails it; returns 0 or the errno to report.
+template <class F>
+int hooked(const Event& event, F&& op) {
+  Hook* h = current_hook();
+  if (h != nullptr) {
+    if (int err = h->before(event); err != 0) return err;
+  }
+  int err = op();
+  if (err == 0 && h != nullptr) h->after(event);
+  return err;
+}
+
+}  // namespace synclog::io
