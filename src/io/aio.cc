@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "io/hook.h"
+
 namespace synclog::io {
 
 struct AioContext::State {
@@ -20,7 +22,21 @@ struct AioContext::State {
   std::vector<iocb*> ptrs;
   std::vector<io_event> events;
   std::vector<AioCompletion> done;
+  // Only while a test hook is installed: what after() needs once a write
+  // completes, and writes the hook failed (they count as in flight).
+  struct Traced {
+    uint64_t tag;
+    const std::filesystem::path* path;
+    const std::byte* data;
+    uint64_t offset;
+  };
+  std::vector<Traced> traced;
+  std::vector<AioCompletion> injected;
 };
+
+namespace {
+const std::filesystem::path kNoPath;
+}
 
 AioContext::AioContext() = default;
 AioContext::AioContext(AioContext&&) noexcept = default;
@@ -51,10 +67,20 @@ unsigned AioContext::depth() const { return s_ ? s_->depth : 0; }
 unsigned AioContext::in_flight() const { return s_ ? s_->in_flight : 0; }
 
 Result<size_t> AioContext::submit(std::span<const AioWrite> writes) {
-  const size_t n = std::min<size_t>(writes.size(), s_->depth - s_->in_flight);
-  if (n == 0) return 0;
+  size_t n = std::min<size_t>(writes.size(), s_->depth - s_->in_flight);
+  Hook* hook = current_hook();
+  const size_t traced = s_->traced.size();
+  int injected = 0;
   for (size_t i = 0; i < n; ++i) {
     const AioWrite& w = writes[i];
+    if (hook != nullptr) {
+      const Event e{Op::direct_write, w.path ? *w.path : kNoPath, w.offset, w.len, w.buf};
+      if ((injected = hook->before(e)) != 0) {
+        n = i;  // the kernel gets the writes before it; this one only "completes"
+        break;
+      }
+      s_->traced.push_back({w.tag, w.path, w.buf, w.offset});
+    }
     iocb* cb = &s_->iocbs[i];
     ::io_prep_pwrite(cb, w.fd, const_cast<std::byte*>(w.buf), w.len,
                      static_cast<long long>(w.offset));
@@ -62,28 +88,54 @@ Result<size_t> AioContext::submit(std::span<const AioWrite> writes) {
     cb->data = reinterpret_cast<void*>(static_cast<uintptr_t>(w.tag));
     s_->ptrs[i] = cb;
   }
-  int rc = ::io_submit(s_->ctx, static_cast<long>(n), s_->ptrs.data());
-  if (rc < 0)
+  int rc = n == 0 ? 0 : ::io_submit(s_->ctx, static_cast<long>(n), s_->ptrs.data());
+  // Writes the kernel did not take will be offered again.
+  if (s_->traced.size() > traced + std::max(rc, 0)) s_->traced.resize(traced + std::max(rc, 0));
+  if (rc < 0) {
     return make_error(Errc::io_error, std::string("io_submit: ") + std::strerror(-rc), -rc);
+  }
   s_->in_flight += static_cast<unsigned>(rc);
+  if (injected != 0 && static_cast<size_t>(rc) == n) {
+    s_->injected.push_back({writes[n].tag, -injected});
+    ++s_->in_flight;
+    ++rc;
+  }
   return static_cast<size_t>(rc);
 }
 
 Result<std::span<const AioCompletion>> AioContext::reap(size_t min) {
-  int rc;
-  do {
-    rc = ::io_getevents(s_->ctx, static_cast<long>(min), static_cast<long>(s_->in_flight),
-                        s_->events.data(), nullptr);
-  } while (rc == -EINTR);
-  if (rc < 0)
+  // Injected failures are complete already.
+  const size_t got = s_->injected.size();
+  std::copy(s_->injected.begin(), s_->injected.end(), s_->done.begin());
+  s_->injected.clear();
+  s_->in_flight -= static_cast<unsigned>(got);
+  int rc = 0;
+  if (got < min) {
+    do {
+      rc = ::io_getevents(s_->ctx, static_cast<long>(min - got), static_cast<long>(s_->in_flight),
+                          s_->events.data(), nullptr);
+    } while (rc == -EINTR);
+  }
+  if (rc < 0) {
     return make_error(Errc::io_error, std::string("io_getevents: ") + std::strerror(-rc), -rc);
+  }
   for (int i = 0; i < rc; ++i) {
     const io_event& e = s_->events[i];
-    s_->done[i] = {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(e.data)),
-                   static_cast<int64_t>(static_cast<long>(e.res))};
+    AioCompletion& c = s_->done[got + static_cast<size_t>(i)];
+    c = {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(e.data)),
+         static_cast<int64_t>(static_cast<long>(e.res))};
+    auto t = std::find_if(s_->traced.begin(), s_->traced.end(),
+                          [&](const State::Traced& x) { return x.tag == c.tag; });
+    if (t == s_->traced.end()) continue;
+    Hook* hook = current_hook();
+    if (hook != nullptr && c.res >= 0) {
+      hook->after(Event{Op::direct_write, t->path ? *t->path : kNoPath, t->offset,
+                        static_cast<uint64_t>(c.res), t->data});
+    }
+    s_->traced.erase(t);
   }
   s_->in_flight -= static_cast<unsigned>(rc);
-  return std::span<const AioCompletion>(s_->done.data(), static_cast<size_t>(rc));
+  return std::span<const AioCompletion>(s_->done.data(), got + static_cast<size_t>(rc));
 }
 
 }  // namespace synclog::io

@@ -1,11 +1,14 @@
 // Linux kernel AIO (libaio) for O_DIRECT writes. One context per backend,
 // used by one thread at a time. Failures come back as Errors with sys_errno
 // set, so the caller can tell a retryable EAGAIN from a real failure and
-// name its own file in the message.
+// name its own file in the message. Writes are reported to the test hook
+// (io/hook.h) as Op::direct_write; a write the hook fails never reaches the
+// kernel and completes with the injected -errno.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 
@@ -15,6 +18,7 @@ namespace synclog::io {
 
 struct AioWrite {
   int fd = -1;
+  const std::filesystem::path* path = nullptr;  // names the file to the hook
   // Must stay valid and unchanged until this write's completion is reaped.
   const std::byte* buf = nullptr;
   size_t len = 0;

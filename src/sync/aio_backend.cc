@@ -96,8 +96,9 @@ Result<void> AioBackend::run() {
       for (size_t i = head; i < ready_.size() && batch_.size() < aio_.depth() - aio_.in_flight();
            ++i) {
         const Write& w = writes_[ready_[i]];
-        batch_.push_back({w.segment->file().fd(), w.segment->image().data() + w.offset, w.len,
-                          w.offset, !fdatasync_, ready_[i]});
+        batch_.push_back({w.segment->file().fd(), &w.segment->path(),
+                          w.segment->image().data() + w.offset, w.len, w.offset, !fdatasync_,
+                          ready_[i]});
       }
       auto n = aio_.submit(batch_);
       if (n) {

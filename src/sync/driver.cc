@@ -34,7 +34,11 @@ Driver::~Driver() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Driver::start() { thread_ = std::thread([this] { run(); }); }
+void Driver::start() {
+  // Batch mode needs no thread: the appender that finds no sync running
+  // becomes the leader and syncs for everyone (no hand-off when alone).
+  if (config_.mode != SyncMode::batch) thread_ = std::thread([this] { run(); });
+}
 
 bool Driver::has_work() const {
   if (stopping_.load()) return true;
@@ -180,21 +184,36 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
     const uint64_t d = durable_.load(std::memory_order_acquire);
     return inclusive ? d >= target.raw() : d > target.raw();
   };
-  for (int i = 0; i < kSpinBeforePark; ++i) {
-    if (done()) return {};
-    if (failed_.load(std::memory_order_relaxed)) break;
-    _mm_pause();
-  }
+  const bool may_lead = config_.mode == SyncMode::batch;
   for (;;) {
     const uint32_t g = generation_.load(std::memory_order_acquire);
     if (done()) return {};
     if (failed_.load()) return failed_error();
-    generation_.wait(g, std::memory_order_acquire);
+    if (may_lead && leader_.try_lock()) {
+      // Everything reserved so far, this target included, is covered by the
+      // marker sync_once() reserves now.
+      Result<void> r;
+      if (!done() && !failed_.load()) r = sync_once();
+      leader_.unlock();
+      if (!r) fail(r.error());
+      // Followers that looked before the unlock must look again.
+      generation_.fetch_add(1, std::memory_order_release);
+      generation_.notify_all();
+      continue;
+    }
+    // A follower: the sync in flight (or the next one) covers the target.
+    bool changed = false;
+    for (int i = 0; i < kSpinBeforePark && !changed; ++i) {
+      _mm_pause();
+      changed = generation_.load(std::memory_order_acquire) != g;
+    }
+    if (!changed) generation_.wait(g, std::memory_order_acquire);
   }
 }
 
 Result<void> Driver::after_append(Position pos) {
-  if (config_.mode != SyncMode::periodic) {
+  if (config_.mode == SyncMode::batch) return wait_durable(pos, false);
+  if (config_.mode == SyncMode::group) {
     if (parked_.load()) kick();
     return wait_durable(pos, false);
   }
@@ -218,6 +237,7 @@ Result<void> Driver::sync() {
   if (failed_.load()) return failed_error();
   const Position target = appender_.head();
   if (durable() >= target) return {};
+  if (config_.mode == SyncMode::batch) return wait_durable(target, true);
   uint64_t want = requested_.load();
   while (want < target.raw() && !requested_.compare_exchange_weak(want, target.raw())) {
   }
@@ -229,6 +249,7 @@ Result<void> Driver::close() {
   stopping_.store(true);
   kick();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard lead(leader_);  // batch mode: no appender is leading now
   if (failed_.load()) return failed_error();
   auto finish = [&]() -> Result<void> {
     if (auto r = sync_once(); !r) return r;

@@ -1,7 +1,9 @@
 // The sync driver: one thread that decides when to sync (periodic, batch or
 // group mode), and the waiting side for appenders.
 //
-// A sync: reserve a sync marker through the appender (its end is the target;
+// Batch mode has no thread: an appender that finds no sync running leads
+// one for everybody (leader/follower group commit), so a lone writer never
+// hands off. A sync: reserve a sync marker through the appender (its end is the target;
 // its payload is the durable position so far, which recovery uses to tell
 // damage from a torn tail), drain writers below it, hand the ranges to the
 // backend, publish the new durable position and wake the waiters. Waiters
@@ -84,11 +86,12 @@ class Driver {
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
 
+  std::mutex leader_;      // batch mode: held by the appender syncing for all
   mutable std::mutex mu_;  // failure_, timed sleeps
   std::condition_variable cv_;
   std::optional<Error> failure_;
 
-  Position synced_;  // syncer thread only (close() after joining it)
+  Position synced_;  // the syncer thread, or the batch leader (close() after both)
   uint64_t last_sync_start_ns_ = 0;
   std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> lag_blocked_{0};
