@@ -58,6 +58,9 @@ struct Config {
   uint32_t queue_depth = 8;
   TailPolicy tail = TailPolicy::pad;
   DirectSync direct_sync = DirectSync::dsync;
+  // Latency histograms and counters (Log::stats()); off saves two clock
+  // reads per append.
+  bool metrics = true;
   // Direct I/O alignment in bytes; 0 = probe the filesystem (statx
   // STATX_DIOALIGN, then the device's logical block size).
   uint32_t block_size = 0;

@@ -21,6 +21,7 @@
 #include "synclog/config.h"
 #include "synclog/error.h"
 #include "synclog/position.h"
+#include "synclog/stats.h"
 
 namespace synclog {
 
@@ -48,16 +49,6 @@ struct RecoveryReport {
   std::vector<Damage> damage;
 };
 
-struct Stats {
-  uint64_t syncs = 0;
-  uint64_t segments_created = 0;
-  uint64_t segments_recycled = 0;
-  uint64_t segments_released = 0;
-  uint64_t allocation_stalls = 0;    // appends that waited for a segment
-  uint64_t lag_blocked_appends = 0;  // periodic mode: appends that waited for a lagging sync
-  uint64_t max_sync_lag_us = 0;      // periodic mode: largest completed-sync age seen by a blocked append
-  uint64_t padding_bytes = 0;        // direct I/O, tail=pad: bytes spent ending syncs on block boundaries
-};
 
 // Yields records in log order. Obtained from Log::read(); it sees the records
 // that were durable when it was made. Not thread-safe; the Log must outlive it.

@@ -2,10 +2,12 @@
 
 #include <libaio.h>
 #include <sys/uio.h>  // RWF_DSYNC
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,21 +37,61 @@ struct AioContext::State {
 };
 
 namespace {
+
 const std::filesystem::path kNoPath;
+
+// io_destroy waits for an RCU grace period (~30 ms measured), which would
+// make every log close, and every reopen in a test loop, that slow. Idle
+// contexts are kept for the next create(). They belong to the address space:
+// a child after fork() has none of its parent's, hence the pid.
+struct Idle {
+  io_context_t ctx;
+  unsigned depth;
+  pid_t pid;
+};
+constexpr size_t kMaxIdle = 4;
+std::mutex g_idle_mu;
+std::vector<Idle>& idle() {
+  static auto* v = new std::vector<Idle>;  // never destroyed: contexts may close during exit
+  return *v;
 }
+
+io_context_t take_idle(unsigned depth) {
+  const pid_t pid = ::getpid();
+  std::lock_guard lock(g_idle_mu);
+  std::erase_if(idle(), [&](const Idle& i) { return i.pid != pid; });
+  for (auto it = idle().begin(); it != idle().end(); ++it) {
+    if (it->depth != depth) continue;
+    io_context_t ctx = it->ctx;
+    idle().erase(it);
+    return ctx;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 AioContext::AioContext() = default;
 AioContext::AioContext(AioContext&&) noexcept = default;
 AioContext& AioContext::operator=(AioContext&&) noexcept = default;
 
 AioContext::~AioContext() {
-  if (s_ && s_->ctx) ::io_destroy(s_->ctx);
+  if (!s_ || !s_->ctx) return;
+  if (s_->in_flight == 0) {  // a context with writes in flight is never reused
+    std::lock_guard lock(g_idle_mu);
+    if (idle().size() < kMaxIdle) {
+      idle().push_back({s_->ctx, s_->depth, ::getpid()});
+      return;
+    }
+  }
+  ::io_destroy(s_->ctx);
 }
 
 Result<AioContext> AioContext::create(unsigned depth) {
   auto s = std::make_unique<State>();
+  s->ctx = take_idle(depth);
   // libaio returns -errno and leaves errno alone.
-  if (int rc = ::io_setup(static_cast<int>(depth), &s->ctx); rc < 0) {
+  if (int rc = s->ctx ? 0 : ::io_setup(static_cast<int>(depth), &s->ctx); rc < 0) {
     return make_error(Errc::io_error,
                       "io_setup(" + std::to_string(depth) + "): " + std::strerror(-rc), -rc);
   }

@@ -37,11 +37,12 @@ class AioContext {
   AioContext();
   AioContext(AioContext&&) noexcept;
   AioContext& operator=(AioContext&&) noexcept;
+  // Keeps the kernel context for the next create() (io_destroy is slow), or
   // io_destroy, which waits for writes still in flight.
   ~AioContext();
 
-  // io_setup(depth). sys_errno says why it failed: ENOSYS (no AIO in this
-  // kernel), EAGAIN (fs.aio-max-nr reached), EINVAL (depth out of range).
+  // io_setup(depth), or an idle context of that depth. sys_errno says why it failed: ENOSYS (no AIO
+  // in this kernel), EAGAIN (fs.aio-max-nr reached), EINVAL (depth out of range).
   [[nodiscard]] static Result<AioContext> create(unsigned depth);
 
   unsigned depth() const;

@@ -157,12 +157,15 @@ Result<void> sync_dir(const std::filesystem::path& dir) {
 }
 
 Result<void> rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) return sys_error("rename to " + to.string(), from, errno);
+  int err = hooked(Event{Op::rename, from, 0, 0, nullptr, &to},
+                   [&] { return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno; });
+  if (err != 0) return sys_error("rename to " + to.string(), from, err);
   return {};
 }
 
 Result<void> remove_file(const std::filesystem::path& path) {
-  if (::unlink(path.c_str()) != 0) return sys_error("unlink", path, errno);
+  int err = hooked(Event{Op::remove, path}, [&] { return ::unlink(path.c_str()) == 0 ? 0 : errno; });
+  if (err != 0) return sys_error("unlink", path, err);
   return {};
 }
 

@@ -19,6 +19,8 @@ enum class Op : uint8_t {
   dir_sync,      // fsync of a directory
   msync,         // msync of [offset, offset + length) of a shared mapping; `data` is that memory
   allocate,      // fallocate of [0, length)
+  rename,        // rename of `path` to `*to` (durable once its directory is synced)
+  remove,        // unlink of `path` (durable once its directory is synced)
 };
 
 struct Event {
@@ -27,6 +29,7 @@ struct Event {
   uint64_t offset = 0;
   uint64_t length = 0;
   const std::byte* data = nullptr;
+  const std::filesystem::path* to = nullptr;  // rename: the destination
 };
 
 class Hook {

@@ -166,12 +166,13 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "block_size") return assign(parse_count(key, value), &block_size);
   if (key == "recycle") return assign(parse_bool(key, value), &recycle);
   if (key == "prezero") return assign(parse_bool(key, value), &prezero);
+  if (key == "metrics") return assign(parse_bool(key, value), &metrics);
   return make_error(Errc::invalid_config,
                     "unknown config key '" + std::string(key) +
                         "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
                         "segment_size, spare_segments, recycle, prezero, max_total_size, "
                         "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
-                        "block_size)");
+                        "block_size, metrics)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -276,6 +277,7 @@ std::string Config::to_string() const {
   add("tail", synclog::to_string(tail));
   add("direct_sync", synclog::to_string(direct_sync));
   add("block_size", std::to_string(block_size));
+  add("metrics", metrics ? "true" : "false");
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "io/align.h"
+#include "io/clock.h"
 #include "log/log_impl.h"
 
 namespace synclog {
@@ -81,7 +82,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.block_size = block != 0 ? block : 4096;
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
-  impl->appender = std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout);
+  impl->appender =
+      std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout, impl->metrics);
   if (auto r = impl->appender->start(impl->report.end); !r) {
     (void)impl->manager->stop();
     return std::unexpected(r.error());
@@ -89,7 +91,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   impl->driver = std::make_unique<sync::Driver>(
       config, *impl->appender, *impl->backend, impl->report.end,
       Position(impl->appender->first_segment(), seg::kHeaderSize),
-      config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8);
+      config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8,
+      impl->metrics);
   impl->driver->start();
   return std::unique_ptr<Log>(new Log(std::move(impl)));
 }
@@ -111,9 +114,26 @@ Result<Position> Log::append(std::span<const std::byte> record) {
     return make_error(Errc::failed, "the log stopped after a failed sync: " + f->message,
                       f->sys_errno);
   }
+  if (!impl_->config.metrics) {
+    auto pos = impl_->appender->append(seg::Kind::data, record);
+    if (!pos) return pos;
+    if (auto r = impl_->driver->after_append(*pos); !r) return std::unexpected(r.error());
+    return pos;
+  }
+  const uint64_t start = io::now_ns();
   auto pos = impl_->appender->append(seg::Kind::data, record);
   if (!pos) return pos;
-  if (auto r = impl_->driver->after_append(*pos); !r) return std::unexpected(r.error());
+  const uint64_t written = io::now_ns();
+  auto r = impl_->driver->after_append(*pos);
+  const uint64_t end = io::now_ns();
+  metrics::Shard& shard = impl_->metrics.local();
+  shard.record(metrics::Hist::append, end - start);
+  if (impl_->config.mode != SyncMode::periodic) {
+    shard.record(metrics::Hist::durable_wait, end - written);
+  }
+  shard.add(metrics::Count::appends, 1);
+  shard.add(metrics::Count::bytes, record.size());
+  if (!r) return std::unexpected(r.error());
   return pos;
 }
 
@@ -157,11 +177,33 @@ const std::string& Log::backend() const { return impl_->backend_description; }
 uint32_t Log::block_size() const { return impl_->block_size; }
 const Config& Log::config() const { return impl_->config; }
 
+namespace {
+
+Latency summarize(const metrics::HistogramData& h) {
+  Latency l;
+  l.count = h.count;
+  l.mean_ns = h.count ? h.sum / h.count : 0;
+  l.p50_ns = h.quantile(0.5);
+  l.p90_ns = h.quantile(0.9);
+  l.p99_ns = h.quantile(0.99);
+  l.p999_ns = h.quantile(0.999);
+  l.max_ns = h.max;
+  return l;
+}
+
+}  // namespace
+
 Stats Log::stats() const {
   Stats s;
   const auto d = impl_->driver->stats();
   const auto m = impl_->manager->stats();
-  s.syncs = d.syncs;
+  const auto snap = impl_->metrics.snapshot();
+  auto count = [&](metrics::Count c) { return snap.count[static_cast<int>(c)]; };
+  auto hist = [&](metrics::Hist h) { return summarize(snap.hist[static_cast<int>(h)]); };
+  s.appends = count(metrics::Count::appends);
+  s.bytes = count(metrics::Count::bytes);
+  s.syncs = count(metrics::Count::syncs);
+  s.records_per_sync = s.syncs ? static_cast<double>(s.appends) / static_cast<double>(s.syncs) : 0;
   s.lag_blocked_appends = d.lag_blocked;
   s.max_sync_lag_us = d.max_lag_us;
   s.padding_bytes = d.padding_bytes;
@@ -169,6 +211,11 @@ Stats Log::stats() const {
   s.segments_recycled = m.recycled;
   s.segments_released = m.released;
   s.allocation_stalls = m.stalls;
+  s.failures = impl_->driver->failed() ? 1 : 0;
+  s.append = hist(metrics::Hist::append);
+  s.durable_wait = hist(metrics::Hist::durable_wait);
+  s.sync = hist(metrics::Hist::sync);
+  s.allocation_wait = hist(metrics::Hist::allocation_wait);
   return s;
 }
 

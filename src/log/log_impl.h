@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/file.h"
+#include "metrics/metrics.h"
 #include "segments/appender.h"
 #include "segments/manager.h"
 #include "segments/recovery.h"
@@ -29,6 +30,7 @@ struct Log::Impl {
   std::string backend_description;
   uint32_t block_size = 0;
   std::unique_ptr<sync::Driver> driver;
+  metrics::Metrics metrics;
   std::atomic<bool> closing{false};
   bool closed = false;
   std::mutex release_mu;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "io/clock.h"
 #include "segments/inflight.h"
 
 namespace synclog::seg {
@@ -115,7 +116,9 @@ Result<void> Appender::advance_from(Segment* full,
   if (sealed_) return make_error(Errc::closed, "the log is closed");
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
+  const uint64_t start = io::now_ns();
   auto next = manager_.take(deadline);
+  metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start);
   if (!next) return std::unexpected(next.error());
   live_.push_back(*next);
   active_.store(*next, std::memory_order_release);

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "metrics/metrics.h"
 #include "segments/format.h"
 #include "segments/manager.h"
 #include "synclog/error.h"
@@ -24,8 +25,9 @@ namespace synclog::seg {
 
 class Appender {
  public:
-  Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout)
-      : manager_(manager), allocation_timeout_(allocation_timeout) {}
+  Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
+           metrics::Metrics& metrics)
+      : manager_(manager), allocation_timeout_(allocation_timeout), metrics_(metrics) {}
 
   // Takes the session's first segment and writes the session record naming
   // where the previous session's log ended.
@@ -66,6 +68,7 @@ class Appender {
 
   SegmentManager& manager_;
   const std::chrono::milliseconds allocation_timeout_;
+  metrics::Metrics& metrics_;
   std::atomic<Segment*> active_{nullptr};
   uint64_t first_segment_ = 0;
   mutable std::mutex mu_;  // segment switches and live_

@@ -18,9 +18,10 @@ uint64_t ns(std::chrono::microseconds us) { return static_cast<uint64_t>(us.coun
 }  // namespace
 
 Driver::Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-               Position synced, uint32_t marker_align)
+               Position synced, uint32_t marker_align, metrics::Metrics& metrics)
     : config_(config),
       marker_align_(marker_align),
+      metrics_(metrics),
       appender_(appender),
       backend_(backend),
       durable_(durable.raw()),
@@ -119,8 +120,11 @@ Result<void> Driver::sync_once() {
     return std::unexpected(marker.error());
   }
   appender_.drain();
+  const uint64_t start = io::now_ns();
   if (auto r = persist_through(target); !r) return r;
-  syncs_.fetch_add(1, std::memory_order_relaxed);
+  metrics::Shard& shard = metrics_.local();
+  shard.record(metrics::Hist::sync, io::now_ns() - start);
+  shard.add(metrics::Count::syncs, 1);
   publish(target);
   return {};
 }
@@ -267,7 +271,7 @@ Result<void> Driver::close() {
 }
 
 DriverStats Driver::stats() const {
-  return DriverStats{syncs_.load(), lag_blocked_.load(), max_lag_us_.load(), padding_.load()};
+  return DriverStats{lag_blocked_.load(), max_lag_us_.load(), padding_.load()};
 }
 
 }  // namespace synclog::sync

@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "metrics/metrics.h"
 #include "segments/appender.h"
 #include "sync/backend.h"
 #include "synclog/config.h"
@@ -27,7 +28,6 @@
 namespace synclog::sync {
 
 struct DriverStats {
-  uint64_t syncs = 0;
   uint64_t lag_blocked = 0;
   uint64_t max_lag_us = 0;
   uint64_t padding_bytes = 0;
@@ -39,7 +39,7 @@ class Driver {
   // session that no sync has covered yet.
   // `marker_align` > 8 pads every sync to that boundary (direct I/O, tail=pad).
   Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-         Position synced, uint32_t marker_align);
+         Position synced, uint32_t marker_align, metrics::Metrics& metrics);
   ~Driver();
 
   void start();
@@ -74,6 +74,7 @@ class Driver {
 
   const Config config_;
   const uint32_t marker_align_;
+  metrics::Metrics& metrics_;
   seg::Appender& appender_;
   Backend& backend_;
 
@@ -93,7 +94,6 @@ class Driver {
 
   Position synced_;  // the syncer thread, or the batch leader (close() after both)
   uint64_t last_sync_start_ns_ = 0;
-  std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> lag_blocked_{0};
   std::atomic<uint64_t> max_lag_us_{0};
   std::atomic<uint64_t> padding_{0};

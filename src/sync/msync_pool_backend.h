@@ -5,7 +5,7 @@
 // Threads. `threads` is the number of *worker* threads (>= 1). The caller of
 // persist() (the sync driver) always does a share of the work as well, so a
 // persist runs on at most threads + 1 threads: threads = 1 is the caller and
-// one worker. Config::sync_threads maps to `threads` one to one.
+// one worker. Meant to receive Config::sync_threads unchanged.
 //
 // Slicing. persist() treats its ranges as one sequence of bytes (each range
 // widened down to a page boundary; overlapping ranges are not merged, just

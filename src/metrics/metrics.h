@@ -1,0 +1,59 @@
+// Per-thread metrics, merged on read (CASSANDRA-20333): the hot path never
+// touches a shared cache line. Each thread that records into a Metrics gets
+// a shard of its own on first use; shards live as long as the Metrics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "metrics/histogram.h"
+
+namespace synclog::metrics {
+
+enum class Hist { append, durable_wait, sync, allocation_wait, kCount };
+enum class Count { appends, bytes, syncs, lag_blocked, kCount };
+
+struct alignas(64) Shard {
+  Histogram hist[static_cast<int>(Hist::kCount)];
+  std::atomic<uint64_t> count[static_cast<int>(Count::kCount)]{};
+
+  void record(Hist h, uint64_t ns) { hist[static_cast<int>(h)].record(ns); }
+  void add(Count c, uint64_t by) {
+    auto& a = count[static_cast<int>(c)];
+    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+};
+
+struct Snapshot {
+  HistogramData hist[static_cast<int>(Hist::kCount)];
+  uint64_t count[static_cast<int>(Count::kCount)]{};
+};
+
+class Metrics {
+ public:
+  Metrics();
+  // This thread's shard.
+  Shard& local() {
+    thread_local Cache cache;
+    if (cache.owner == id_) return *cache.shard;
+    return local_slow(cache);
+  }
+  Snapshot snapshot() const;
+
+ private:
+  struct Cache {
+    uint64_t owner = 0;
+    Shard* shard = nullptr;
+  };
+  Shard& local_slow(Cache& cache);
+
+  const uint64_t id_;  // never reused, so a thread's cache cannot point at a dead Metrics
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::thread::id, std::unique_ptr<Shard>>> shards_;
+};
+
+}  // namespace synclog::metrics
