@@ -8,7 +8,6 @@
 // check. The error tests unmap a page of a segment's image behind its back
 // (test-only fault injection) so that msync fails with ENOMEM.
 #include <gtest/gtest.h>
-
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -168,14 +167,14 @@ TEST_P(MsyncPool, PersistsRangesOfEverySize) {
   auto s = make_segment(dir_.path(), 1);
   ASSERT_NE(s, nullptr);
   const std::pair<uint64_t, uint64_t> cases[] = {
-      {64, 72},                        // tiny
-      {100, 4000},                     // within one page
-      {4095, 4097},                    // across a page boundary
-      {4097, 70001},                   // unaligned, about one slice
-      {12345, 12345 + 129 * 1024},     // just over two minimum slices
-      {64, kSegSize},                  // the whole segment
-      {777, (6ull << 20) + 333},       // several MiB, unaligned at both ends
-      {kSegSize - 5000, kSegSize - 8}, // the tail
+      {64, 72},                         // tiny
+      {100, 4000},                      // within one page
+      {4095, 4097},                     // across a page boundary
+      {4097, 70001},                    // unaligned, about one slice
+      {12345, 12345 + 129 * 1024},      // just over two minimum slices
+      {64, kSegSize},                   // the whole segment
+      {777, (6ull << 20) + 333},        // several MiB, unaligned at both ends
+      {kSegSize - 5000, kSegSize - 8},  // the tail
   };
   uint32_t round = 1;
   for (auto [from, to] : cases) {
@@ -201,7 +200,8 @@ TEST_P(MsyncPool, PersistsRangesAcrossSegments) {
       {a.get(), 4000, 100},  // backwards: nothing to do
   };
   write_and_persist(*pool, ranges, 1);
-  const Range small[] = {{a.get(), (3ull << 20), (3ull << 20) + 10}, {b.get(), 2ull << 20, (2ull << 20) + 4096}};
+  const Range small[] = {{a.get(), (3ull << 20), (3ull << 20) + 10},
+                         {b.get(), 2ull << 20, (2ull << 20) + 4096}};
   write_and_persist(*pool, small, 2);
 }
 

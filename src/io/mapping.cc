@@ -52,6 +52,11 @@ Result<Mapping> Mapping::map_anonymous(uint64_t size) {
 }
 
 Result<void> Mapping::sync_range(uint64_t from, uint64_t to) const {
+  if (data_ == nullptr) {
+    // A retired mapping has nothing left to sync; succeeding here would
+    // claim durability for bytes no msync covered.
+    return make_error(Errc::io_error, "msync of " + path_.string() + ": the mapping was released");
+  }
   const uint64_t page = page_size();
   uint64_t start = from & ~(page - 1);
   if (to > size_) to = size_;

@@ -1,5 +1,6 @@
 #include "sync/backend.h"
 #include "sync/msync_backend.h"
+#include "sync/msync_pool_backend.h"
 #include "sync/pwrite_backend.h"
 #include "sync/uring_backend.h"
 
@@ -10,6 +11,7 @@ Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config, u
   (void)block_size;
   switch (kind) {
     case BackendKind::msync: return std::make_unique<MsyncBackend>();
+    case BackendKind::msync_pool: return make_msync_pool_backend(config.sync_threads);
     case BackendKind::pwrite: return std::make_unique<PwriteBackend>();
     case BackendKind::uring: return make_uring_backend(config, block_size);
     default: break;
