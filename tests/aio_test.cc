@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -20,6 +22,7 @@
 
 #include "io/align.h"
 #include "io/file.h"
+#include "io/hook.h"
 #include "segments/format.h"
 #include "segments/segment.h"
 #include "sync/aio_backend.h"
@@ -231,6 +234,100 @@ TEST_P(AioTest, FailedCompletionIsReported) {
     ASSERT_EQ(file.size(), 2 * kMiB);
     EXPECT_EQ(std::memcmp(file.data() + 64, s->image().data() + 64, kMiB / 2 - 64), 0);
   }
+}
+
+// Fails the fail_at-th direct write with EIO; records every one that completed.
+class RecordingHook : public io::Hook {
+ public:
+  explicit RecordingHook(int fail_at) : fail_at_(fail_at) {}
+  int before(const io::Event& e) override {
+    if (e.op != io::Op::direct_write) return 0;
+    return ++before_ == fail_at_ ? EIO : 0;
+  }
+  void after(const io::Event& e) override {
+    if (e.op == io::Op::direct_write) done.push_back({e.path, e.offset, e.length});
+  }
+  struct Done {
+    fs::path path;
+    uint64_t offset, length;
+  };
+  std::vector<Done> done;
+  int before_ = 0;
+
+ private:
+  const int fail_at_;
+};
+
+struct HookGuard {
+  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
+  ~HookGuard() { io::install_hook(nullptr); }
+};
+
+TEST_P(AioTest, HookSeesEveryWriteAndCanFailOne) {
+  for (uint32_t depth : {1u, 8u}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    auto b = backend(false, depth);
+    auto s = segment(30 + depth, 4 * kMiB);
+    ASSERT_TRUE(b && s);
+    fill(*s, 64, 3 * kMiB);
+    {
+      RecordingHook hook(0);
+      HookGuard guard(&hook);
+      Range r[] = {{s.get(), 64, kMiB + 10}};
+      ASSERT_TRUE(b->persist(r).has_value());
+      // Completions may come in any order with several in flight.
+      std::sort(hook.done.begin(), hook.done.end(),
+                [](const auto& x, const auto& y) { return x.offset < y.offset; });
+      uint64_t covered = 0;
+      for (const auto& d : hook.done) {
+        EXPECT_EQ(d.path, s->path());
+        EXPECT_EQ(d.offset, covered);
+        covered += d.length;
+      }
+      EXPECT_EQ(covered, align_up(kMiB + 10, block_));
+    }
+    // Three 1 MiB writes; the second fails. With depth 8 the first is still
+    // in flight when the failure is seen: persist waits for it.
+    RecordingHook hook(2);
+    HookGuard guard(&hook);
+    Range r[] = {{s.get(), 64, 3 * kMiB}};
+    auto p = b->persist(r);
+    ASSERT_FALSE(p.has_value());
+    EXPECT_EQ(p.error().sys_errno, EIO);
+    const std::string& m = p.error().message;
+    EXPECT_NE(m.find("at offset " + std::to_string(kMiB)), std::string::npos) << m;
+    EXPECT_NE(m.find(std::strerror(EIO)), std::string::npos) << m;
+    // Nothing was tried after the failure, and the failed write never ran.
+    EXPECT_EQ(hook.before_, 2);
+    ASSERT_EQ(hook.done.size(), 1u);
+    EXPECT_EQ(hook.done[0].offset, 0u);
+  }
+}
+
+// Closed backends leave their kernel context for reuse; a forked child has
+// none of them and must set up its own.
+TEST_P(AioTest, ForkedChildGetsItsOwnContext) {
+  { ASSERT_TRUE(backend(false)); }
+  auto s = segment(40, kMiB);
+  ASSERT_TRUE(s);
+  fill(*s, 64, 5000);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto b = make_aio_backend(Config{}, block_, false);
+    Range r[] = {{s.get(), 64, 5000}};
+    ::_exit(b && (*b)->persist(r).has_value() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  expect_file(*s, 5000);
+  // And the parent still writes through its reused context.
+  auto b = backend(false);
+  fill(*s, 5000, 9000);
+  Range r[] = {{s.get(), 5000, 9000}};
+  ASSERT_TRUE(b && b->persist(r).has_value());
+  expect_file(*s, 9000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Media, AioTest, ::testing::Values("shm", "disk"));

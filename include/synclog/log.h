@@ -10,6 +10,7 @@
 // destructor closes a log that is still open.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -69,6 +70,29 @@ class Reader {
   std::unique_ptr<Impl> impl_;
 };
 
+class Log;
+
+// Follows the log as records become durable: for change-data capture and
+// replication from another thread of the same process. Survives segment
+// switches; a segment released while the tailer still needs it is
+// Errc::released. Not thread-safe; the Log must outlive it.
+class Tailer {
+ public:
+  Tailer(Tailer&&) noexcept;
+  Tailer& operator=(Tailer&&) noexcept;
+  ~Tailer();
+
+  // The next durable record, waiting up to `timeout` for one; std::nullopt
+  // if none became durable in time. The span is valid until the next call.
+  [[nodiscard]] Result<std::optional<Record>> next(std::chrono::milliseconds timeout);
+
+  struct Impl;
+  explicit Tailer(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 class Log {
  public:
   // Opens or creates the log in config.dir and recovers it (see
@@ -100,6 +124,9 @@ class Log {
 
   // A reader from `from` (the first record at or after it) to durable().
   [[nodiscard]] Result<Reader> read(Position from = {}) const;
+  // A tailer from `from`: the records read() would give, then each new one
+  // as it becomes durable.
+  [[nodiscard]] Result<Tailer> tail(Position from = {}) const;
 
   const RecoveryReport& recovery() const;
   // The backend in use, e.g. "uring"; for backend=auto also why it was chosen.

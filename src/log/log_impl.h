@@ -33,7 +33,7 @@ struct Log::Impl {
   metrics::Metrics metrics;
   std::atomic<bool> closing{false};
   bool closed = false;
-  std::mutex release_mu;
+  mutable std::mutex release_mu;
 
   std::vector<seg::Extent> readable_extents() const;
 };

@@ -1,4 +1,5 @@
 #include "sync/backend.h"
+#include "sync/aio_backend.h"
 #include "sync/msync_backend.h"
 #include "sync/msync_pool_backend.h"
 #include "sync/pwrite_backend.h"
@@ -14,6 +15,7 @@ Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config, u
     case BackendKind::msync_pool: return make_msync_pool_backend(config.sync_threads);
     case BackendKind::pwrite: return std::make_unique<PwriteBackend>();
     case BackendKind::uring: return make_uring_backend(config, block_size);
+    case BackendKind::aio: return make_aio_backend(config, block_size);
     default: break;
   }
   (void)config;
