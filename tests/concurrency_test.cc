@@ -8,7 +8,7 @@ namespace synclog::test {
 namespace {
 
 constexpr int kThreads = 8;
-constexpr int kPerThread = 50'000;
+constexpr int kPerThread = scaled(50'000);
 
 class Concurrency : public ::testing::TestWithParam<SyncMode> {};
 
