@@ -18,7 +18,9 @@ TEST_P(Concurrency, EveryRecordExactlyOnceInOrder) {
   cfg.mode = GetParam();
   cfg.segment_size = 1 << 20;  // many roll-overs
   cfg.interval = std::chrono::milliseconds(2);
-  cfg.window = std::chrono::microseconds(50);
+  // The window's own effect is checked in GroupModeSyncsAtMostOncePerWindow;
+  // here a short one keeps 400k closed-loop appends quick.
+  cfg.window = std::chrono::microseconds(1);
   std::vector<std::vector<Position>> acked(kThreads);
   {
     auto log = Log::open(cfg);
@@ -66,6 +68,30 @@ TEST_P(Concurrency, EveryRecordExactlyOnceInOrder) {
 INSTANTIATE_TEST_SUITE_P(Modes, Concurrency,
                          ::testing::Values(SyncMode::batch, SyncMode::group, SyncMode::periodic),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(Concurrency, GroupModeSyncsAtMostOncePerWindow) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.mode = SyncMode::group;
+  cfg.window = std::chrono::milliseconds(20);
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE((*log)->append(make_record(t, i, 100)).has_value());
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const uint64_t syncs = (*log)->stats().syncs;
+  // Syncs start at least a window apart, so there can be no more than
+  // elapsed / window + 1 of them (+1 for the session record's first sync).
+  EXPECT_LE(syncs, static_cast<uint64_t>(elapsed / cfg.window) + 2) << "syncs=" << syncs;
+  // And appends were grouped: 80 appends took far fewer syncs.
+  EXPECT_LT(syncs, 80u);
+}
 
 TEST(Concurrency, ReaderSeesOnlyDurableRecordsWhileWritersRun) {
   TempDir dir;

@@ -49,7 +49,7 @@ TEST(Stats, CountsAKnownWorkload) {
   EXPECT_LE(s.append.p50_ns, s.append.p99_ns);
   EXPECT_LE(s.append.p99_ns, s.append.max_ns);
   EXPECT_GE(s.append.mean_ns, s.durable_wait.mean_ns / 2);
-  EXPECT_GE(s.segments_created, 2u);  // 200 KiB over 256 KiB segments: the first and a spare
+  EXPECT_GE(s.segments_created, 1u);  // the spare behind it is made in the background
   EXPECT_EQ(s.failures, 0u);
 
   const std::string prom = to_prometheus(s);

@@ -492,8 +492,8 @@ int cmd_config(const fs::path& dir) {
     std::printf("segments %" PRIu64 "..%" PRIu64 ":\n", r.first, r.last);
     std::printf("  format version  %u\n", seg::kVersion);
     std::printf("  segment_size    %" PRIu64 " bytes (%" PRIu64 " KiB)\n", r.size, r.size >> 10);
-    std::printf("  block_size      %u (header field; written as 4096 by every backend, not the "
-                "direct I/O alignment in use)\n", r.block);
+    std::printf("  block_size      %u (the direct I/O alignment for direct segments; 4096 "
+                "otherwise)\n", r.block);
     std::printf("  log id          %s\n", hex64(r.log_id).c_str());
   }
   std::printf(

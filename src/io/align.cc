@@ -29,7 +29,9 @@ uint32_t sysfs_logical_block_size(dev_t dev) {
 }  // namespace
 
 Result<uint32_t> probe_direct_alignment(const std::filesystem::path& dir) {
-  const auto probe = dir / ".direct-probe.tmp";
+  // A temp-file name, so a crash that leaves it behind costs nothing: the
+  // next open removes it like any other .tmp file.
+  const auto probe = dir / "0.direct-probe.tmp";
   int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;

@@ -23,8 +23,8 @@ class Mapping {
   ~Mapping();
 
   [[nodiscard]] static Result<Mapping> map_shared(const File& file, uint64_t size);
-  // Private zero-filled memory, page-aligned: the image of a direct or
-  // buffered segment. Pages are only materialised when written.
+  // Private zero-filled memory, page-aligned and populated up front: the
+  // image of a direct or buffered segment.
   [[nodiscard]] static Result<Mapping> map_anonymous(uint64_t size);
 
   std::span<std::byte> bytes() const { return {data_, size_}; }

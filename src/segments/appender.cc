@@ -111,15 +111,25 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
 
 Result<void> Appender::advance_from(Segment* full,
                                     std::chrono::steady_clock::time_point deadline) {
-  std::lock_guard lock(mu_);
+  // One thread switches; the others wait for it only until their own
+  // deadline (the syncer's is now: it never waits behind a starved switch).
+  const uint64_t start = io::now_ns();
+  std::unique_lock switching(switch_mu_, std::defer_lock);
+  if (!switching.try_lock_until(deadline)) {
+    if (active_.load(std::memory_order_acquire) != full) return {};
+    return make_error(Errc::no_space, "no segment available: another append is waiting for one");
+  }
   if (active_.load(std::memory_order_acquire) != full) return {};
-  if (sealed_) return make_error(Errc::closed, "the log is closed");
+  {
+    std::lock_guard lock(mu_);
+    if (sealed_) return make_error(Errc::closed, "the log is closed");
+  }
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
-  const uint64_t start = io::now_ns();
   auto next = manager_.take(deadline);
   metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start);
   if (!next) return std::unexpected(next.error());
+  std::lock_guard lock(mu_);
   live_.push_back(*next);
   active_.store(*next, std::memory_order_release);
   return {};
@@ -134,6 +144,7 @@ Position Appender::head() const {
 void Appender::drain() const { inflight::drain(); }
 
 Result<Position> Appender::seal() {
+  std::lock_guard switching(switch_mu_);
   std::lock_guard lock(mu_);
   Segment* seg = active_.load(std::memory_order_acquire);
   sealed_ = true;

@@ -71,7 +71,8 @@ class Appender {
   metrics::Metrics& metrics_;
   std::atomic<Segment*> active_{nullptr};
   uint64_t first_segment_ = 0;
-  mutable std::mutex mu_;  // segment switches and live_
+  std::timed_mutex switch_mu_;  // held by the one thread switching segments
+  mutable std::mutex mu_;       // live_, sealed_
   std::deque<Segment*> live_;
   bool sealed_ = false;
 };

@@ -214,8 +214,8 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     rep.torn_bytes = written_bytes_after(buf, here.offset());
   }
   // Later files that hold no valid record can go; any holding records stay
-  // on disk for inspection (skip-damaged can still read them), and the next
-  // session's session record tells later recoveries where this log ended.
+  // on disk for inspection (synclog-dump), reported on every open, and the
+  // next session's record tells later recoveries where this log ended.
   out_.discard = std::move(empty_later);
   return std::optional<size_t>();
 }
@@ -255,6 +255,12 @@ Result<Recovered> Recovery::run() {
             // A gap in the ids is fine only where a later session says the
             // log ended here (an earlier recovery stopped at this point).
             if (auto j = find_session_after(i + 1, rep.end)) {
+              if (*j > i + 1) {
+                uint64_t bytes = 0;
+                for (size_t k = i + 1; k < *j; ++k) bytes += out_.kept[ids_[k]];
+                rep.damage.push_back(Damage{Position(ids_[i + 1], 0), bytes,
+                                            "segments left behind by an earlier recovery"});
+              }
               next = *j;
             } else {
               const std::string why = "segment " + std::to_string(missing) + " is missing";
