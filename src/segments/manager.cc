@@ -180,43 +180,42 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
 }
 
 Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
-  if (ids.empty()) return {};
-  std::unique_lock lock(mu_);
-  Result<void> result;
-  for (uint64_t id : ids) {
-    auto it = segments_.find(id);
-    if (it == segments_.end()) continue;
-    Entry e = std::move(it->second);
-    segments_.erase(it);
-    if (e.live) {
-      e.live->retire();
-      retired_.push_back(std::move(e.live));
+  // Oldest first, each made durable before the next: a crash can then only
+  // leave a shorter released prefix, never a hole in the middle of the log.
+  // A file queued for recycling gets a new header only after its rename
+  // away from its old name is durable.
+  std::vector<uint64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t id : sorted) {
+    Entry e;
+    bool recycle = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = segments_.find(id);
+      if (it == segments_.end()) continue;
+      e = std::move(it->second);
+      segments_.erase(it);
+      if (e.live) {
+        e.live->retire();
+        retired_.push_back(std::move(e.live));
+      }
+      recycle = opt_.recycle && e.size == opt_.segment_size && to_recycle_.size() < opt_.spares;
+      ++stats_.released;
     }
     const auto path = path_of(id);
-    const bool recycle = opt_.recycle && e.size == opt_.segment_size &&
-                         to_recycle_.size() < opt_.spares;
+    const auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
+    auto r = recycle ? io::rename_file(path, dest) : io::remove_file(path);
+    if (r) r = io::sync_dir(opt_.dir);
+    if (!r) return r;
+    std::lock_guard lock(mu_);
     if (recycle) {
-      auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
-      auto r = io::rename_file(path, dest);
-      if (r) {
-        to_recycle_.push_back(dest);
-      } else {
-        result = r;
-      }
+      to_recycle_.push_back(dest);
     } else {
-      auto r = io::remove_file(path);
-      if (r) {
-        total_size_ -= e.size;
-      } else {
-        result = r;
-      }
+      total_size_ -= e.size;
     }
-    ++stats_.released;
   }
-  lock.unlock();
   work_.notify_one();
-  if (auto r = io::sync_dir(opt_.dir); !r && result) result = r;
-  return result;
+  return {};
 }
 
 std::vector<uint64_t> SegmentManager::segment_ids() const {

@@ -1,0 +1,693 @@
+#include "crash_sim.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "segments/format.h"
+#include "segments/segment.h"
+
+namespace synclog::test::crash {
+namespace {
+
+bool carries_data(io::Op op) {
+  return op == io::Op::write || op == io::Op::direct_write || op == io::Op::msync;
+}
+
+std::string normal(const std::filesystem::path& p) {
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+void put(std::vector<std::byte>& v, uint64_t offset, std::span<const std::byte> data) {
+  if (data.empty()) return;
+  if (v.size() < offset + data.size()) v.resize(offset + data.size());
+  std::memcpy(v.data() + offset, data.data(), data.size());
+}
+
+// Bytes [from, to) of v, zero beyond its end.
+std::vector<std::byte> slice(const std::vector<std::byte>& v, uint64_t from, uint64_t to) {
+  std::vector<std::byte> out(to - from);
+  if (from < v.size()) {
+    const uint64_t n = std::min<uint64_t>(to, v.size()) - from;
+    std::memcpy(out.data(), v.data() + from, n);
+  }
+  return out;
+}
+
+// Little binary writer and reader for Recording::save/load.
+struct Out {
+  std::ofstream f;
+  void u64(uint64_t x) { f.write(reinterpret_cast<const char*>(&x), sizeof x); }
+  void bytes(const void* p, size_t n) {
+    u64(n);
+    f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+  }
+  void str(const std::string& s) { bytes(s.data(), s.size()); }
+};
+struct In {
+  std::ifstream f;
+  uint64_t u64() {
+    uint64_t x = 0;
+    f.read(reinterpret_cast<char*>(&x), sizeof x);
+    return x;
+  }
+  template <class C>
+  void bytes(C* c) {
+    const uint64_t n = u64();
+    if (!f || n > (1ull << 32)) {
+      f.setstate(std::ios::failbit);
+      return;
+    }
+    c->resize(n);
+    f.read(reinterpret_cast<char*>(c->data()), static_cast<std::streamsize>(n));
+  }
+};
+// An mmap sync marker: a record of one Position, 8-byte aligned.
+constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kPositionPayload);
+
+constexpr uint64_t kRecordingMagic = 0x31534d4953485243ull;  // "CRHSIMS1"
+
+}  // namespace
+
+uint64_t mix_seed(uint64_t base, uint64_t index) {
+  uint64_t z = base + 0x9e3779b97f4a7c15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+const char* to_string(Model m) { return m == Model::old_or_new ? "old-or-new" : "garbled"; }
+
+// ---------------------------------------------------------------- Recording
+
+bool Recording::save(const std::filesystem::path& path) const {
+  Out o{std::ofstream(path, std::ios::binary | std::ios::trunc)};
+  o.u64(kRecordingMagic);
+  o.u64(next_seq);
+  o.u64(direct_writes_durable ? 1 : 0);
+  o.u64(page_size);
+  o.str(config);
+  o.u64(events.size());
+  for (const auto& e : events) {
+    o.u64(static_cast<uint64_t>(e.op));
+    o.u64(e.begin);
+    o.u64(e.end);
+    o.str(e.name);
+    o.str(e.to);
+    o.u64(e.offset);
+    o.u64(e.length);
+    o.bytes(e.data.data(), e.data.size());
+  }
+  o.u64(acks.size());
+  for (const auto& a : acks) {
+    o.u64(a.seq);
+    o.u64(a.position.raw());
+    o.str(a.bytes);
+  }
+  o.u64(releases.size());
+  for (const auto& [seq, pos] : releases) {
+    o.u64(seq);
+    o.u64(pos.raw());
+  }
+  return static_cast<bool>(o.f);
+}
+
+bool Recording::load(const std::filesystem::path& path, Recording* out) {
+  In in{std::ifstream(path, std::ios::binary)};
+  Recording r;
+  if (in.u64() != kRecordingMagic) return false;
+  r.next_seq = in.u64();
+  r.direct_writes_durable = in.u64() != 0;
+  r.page_size = static_cast<uint32_t>(in.u64());
+  in.bytes(&r.config);
+  const uint64_t n = in.u64();
+  for (uint64_t i = 0; i < n && in.f; ++i) {
+    RecordedEvent e;
+    e.op = static_cast<io::Op>(in.u64());
+    e.begin = in.u64();
+    e.end = in.u64();
+    in.bytes(&e.name);
+    in.bytes(&e.to);
+    e.offset = in.u64();
+    e.length = in.u64();
+    in.bytes(&e.data);
+    r.events.push_back(std::move(e));
+  }
+  const uint64_t m = in.u64();
+  for (uint64_t i = 0; i < m && in.f; ++i) {
+    Ack a;
+    a.seq = in.u64();
+    a.position = Position::from_raw(in.u64());
+    in.bytes(&a.bytes);
+    r.acks.push_back(std::move(a));
+  }
+  const uint64_t nr = in.u64();
+  for (uint64_t i = 0; i < nr && in.f; ++i) {
+    const uint64_t seq = in.u64();
+    r.releases.emplace_back(seq, Position::from_raw(in.u64()));
+  }
+  if (!in.f) return false;
+  *out = std::move(r);
+  return true;
+}
+
+// ----------------------------------------------------------------- Recorder
+
+Recorder::Recorder(std::filesystem::path dir, bool direct_writes_durable,
+                   std::chrono::microseconds sync_delay,
+                   std::chrono::microseconds rename_sync_delay)
+    : dir_(normal(dir)), sync_delay_(sync_delay), rename_sync_delay_(rename_sync_delay) {
+  rec_.direct_writes_durable = direct_writes_durable;
+  rec_.page_size = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+}
+
+bool Recorder::name_in_dir(const std::filesystem::path& p, std::string* name) const {
+  const std::string s = normal(p);
+  if (s == dir_) {
+    name->clear();
+    return true;
+  }
+  if (s.size() > dir_.size() + 1 && s.compare(0, dir_.size(), dir_) == 0 && s[dir_.size()] == '/' &&
+      s.find('/', dir_.size() + 1) == std::string::npos) {
+    *name = s.substr(dir_.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+int Recorder::before(const io::Event& e) {
+  std::string name;
+  if (!name_in_dir(e.path, &name)) return 0;
+  uint64_t delay_us = 0;
+  {
+    std::lock_guard lock(mu_);
+    open_[Key{e.op, name, e.offset, e.data}].push_back(next_++);
+    const bool syncs = e.op == io::Op::msync || e.op == io::Op::datasync ||
+                       e.op == io::Op::fsync || e.op == io::Op::direct_write ||
+                       e.op == io::Op::dir_sync;
+    if (syncs && sync_delay_.count() > 0) {
+      delay_state_ = mix_seed(delay_state_, next_);
+      delay_us = delay_state_ % static_cast<uint64_t>(sync_delay_.count() + 1);
+    }
+  }
+  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  if (rename_sync_delay_.count() > 0) {
+    static thread_local bool renamed = false;
+    if (e.op == io::Op::rename) renamed = true;
+    if (e.op == io::Op::dir_sync && renamed) {
+      renamed = false;
+      std::this_thread::sleep_for(rename_sync_delay_);
+    }
+  }
+  return 0;
+}
+
+void Recorder::after(const io::Event& e) {
+  RecordedEvent r;
+  if (!name_in_dir(e.path, &r.name)) return;
+  r.op = e.op;
+  r.offset = e.offset;
+  r.length = e.length;
+  if (e.op == io::Op::rename && (e.to == nullptr || !name_in_dir(*e.to, &r.to))) {
+    r.to = "<outside the directory>";
+  }
+  if (carries_data(e.op) && e.data != nullptr) r.data.assign(e.data, e.data + e.length);
+  std::lock_guard lock(mu_);
+  r.end = next_++;
+  r.begin = r.end;
+  auto it = open_.find(Key{e.op, r.name, e.offset, e.data});
+  if (it != open_.end()) {
+    r.begin = it->second.front();
+    it->second.erase(it->second.begin());
+    if (it->second.empty()) open_.erase(it);
+  }
+  rec_.events.push_back(std::move(r));
+}
+
+void Recorder::ack(Position position, std::span<const std::byte> bytes) {
+  Ack a;
+  a.position = position;
+  a.bytes.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::lock_guard lock(mu_);
+  a.seq = next_++;
+  rec_.acks.push_back(std::move(a));
+}
+
+void Recorder::release(Position position) {
+  std::lock_guard lock(mu_);
+  rec_.releases.emplace_back(next_++, position);
+}
+
+Recording Recorder::take() {
+  std::lock_guard lock(mu_);
+  rec_.next_seq = next_;
+  Recording out = std::move(rec_);
+  rec_ = Recording{};
+  rec_.direct_writes_durable = out.direct_writes_durable;
+  rec_.page_size = out.page_size;
+  open_.clear();
+  return out;
+}
+
+// ---------------------------------------------------------------- Simulator
+
+Simulator::Simulator(const Recording& rec, uint32_t sector) : rec_(rec), sector_(sector) {
+  std::map<std::string, int> live;
+  inode_of_.assign(rec.events.size(), -1);
+  uint64_t barrier = 0;
+  for (size_t j = 0; j < rec.events.size(); ++j) {
+    const RecordedEvent& e = rec.events[j];
+    auto inode_for = [&](const std::string& name) {
+      auto it = live.find(name);
+      if (it != live.end()) return it->second;
+      // A file first seen here was created (opened) before this operation began.
+      const int ino = inodes_++;
+      live[name] = ino;
+      names_.push_back(NameOp{NameOp::create, e.begin, e.end, name, "", ino});
+      return ino;
+    };
+    switch (e.op) {
+      case io::Op::dir_sync:
+        barrier = std::max(barrier, e.begin);
+        dir_barrier_.emplace_back(e.end, barrier);
+        break;
+      case io::Op::rename: {
+        const int ino = inode_for(e.name);
+        inode_of_[j] = ino;
+        names_.push_back(NameOp{NameOp::rename, e.begin, e.end, e.name, e.to, ino});
+        live.erase(e.name);
+        live[e.to] = ino;
+        break;
+      }
+      case io::Op::remove: {
+        const int ino = inode_for(e.name);
+        inode_of_[j] = ino;
+        names_.push_back(NameOp{NameOp::remove, e.begin, e.end, e.name, "", ino});
+        live.erase(e.name);
+        break;
+      }
+      default:
+        inode_of_[j] = inode_for(e.name);
+        break;
+    }
+  }
+}
+
+CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
+  std::mt19937_64 rng(seed);
+  CrashImage img;
+  img.k = k;
+  const auto& ev = rec_.events;
+  const uint64_t page = rec_.page_size;
+
+  struct FileState {
+    std::vector<std::byte> stable, latest;
+    uint64_t stable_size = 0, latest_size = 0;
+    std::vector<size_t> pending;        // writes not known durable
+    std::vector<size_t> pending_alloc;  // size changes not known durable
+    std::map<uint64_t, size_t> capture;  // page -> its next msync at or after k
+    bool ended = false;                  // no more look-ahead (renamed, removed, rewritten)
+  };
+  std::vector<FileState> fs(static_cast<size_t>(inodes_));
+  auto write_latest = [&](FileState& f, const RecordedEvent& e) {
+    put(f.latest, e.offset, e.data);
+    f.latest_size = std::max(f.latest_size, e.offset + e.data.size());
+  };
+  auto write_stable = [&](FileState& f, const RecordedEvent& e) {
+    put(f.stable, e.offset, e.data);
+    f.stable_size = std::max(f.stable_size, e.offset + e.data.size());
+  };
+
+  // Everything that completed before k.
+  size_t j = 0;
+  for (; j < ev.size() && ev[j].end < k; ++j) {
+    const RecordedEvent& e = ev[j];
+    if (inode_of_[j] < 0) continue;
+    FileState& f = fs[static_cast<size_t>(inode_of_[j])];
+    switch (e.op) {
+      case io::Op::write:
+      case io::Op::direct_write:
+        write_latest(f, e);
+        if (e.op == io::Op::direct_write && rec_.direct_writes_durable) {
+          write_stable(f, e);
+        } else {
+          f.pending.push_back(j);
+        }
+        break;
+      case io::Op::allocate:
+        f.latest_size = std::max(f.latest_size, e.length);
+        f.pending_alloc.push_back(j);
+        break;
+      case io::Op::datasync:
+      case io::Op::fsync: {
+        // Covers what had completed before it started.
+        std::erase_if(f.pending, [&](size_t w) {
+          if (ev[w].end >= e.begin) return false;
+          write_stable(f, ev[w]);
+          return true;
+        });
+        std::erase_if(f.pending_alloc, [&](size_t a) {
+          if (ev[a].end >= e.begin) return false;
+          f.stable_size = std::max(f.stable_size, ev[a].length);
+          return true;
+        });
+        break;
+      }
+      case io::Op::msync:
+        put(f.stable, e.offset, e.data);
+        put(f.latest, e.offset, e.data);
+        break;
+      default:
+        break;
+    }
+  }
+  // In flight at k, and the look-ahead for mmap pages.
+  for (size_t i = j; i < ev.size(); ++i) {
+    const RecordedEvent& e = ev[i];
+    if (inode_of_[i] < 0) continue;
+    FileState& f = fs[static_cast<size_t>(inode_of_[i])];
+    const bool started = e.begin < k;
+    switch (e.op) {
+      case io::Op::write:
+      case io::Op::direct_write:
+        if (started) {
+          write_latest(f, e);
+          f.pending.push_back(i);
+        } else {
+          f.ended = true;
+        }
+        break;
+      case io::Op::allocate:
+        if (started) {
+          f.latest_size = std::max(f.latest_size, e.length);
+          f.pending_alloc.push_back(i);
+        } else {
+          f.ended = true;
+        }
+        break;
+      case io::Op::rename:
+      case io::Op::remove:
+        f.ended = true;
+        break;
+      case io::Op::msync:
+        if (!f.ended && e.length > 0) {
+          for (uint64_t p = e.offset / page; p * page < e.offset + e.length; ++p) {
+            f.capture.try_emplace(p, i);
+          }
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  // The directory.
+  uint64_t barrier = 0;
+  {
+    auto it = std::lower_bound(dir_barrier_.begin(), dir_barrier_.end(), k,
+                               [](const auto& d, uint64_t key) { return d.first < key; });
+    if (it != dir_barrier_.begin()) barrier = std::prev(it)->second;
+  }
+  std::map<std::string, int> dir;
+  for (const NameOp& op : names_) {
+    if (op.begin >= k) continue;
+    if (op.end >= barrier) {
+      ++img.uncertain_names;
+      if ((rng() & 1) == 0) continue;
+      ++img.names_applied;
+    }
+    switch (op.kind) {
+      case NameOp::create:
+        dir[op.name] = op.inode;
+        break;
+      case NameOp::rename: {
+        auto it = dir.find(op.name);
+        if (it == dir.end() || it->second != op.inode) break;
+        dir.erase(it);
+        dir[op.to] = op.inode;
+        break;
+      }
+      case NameOp::remove: {
+        auto it = dir.find(op.name);
+        if (it != dir.end() && it->second == op.inode) dir.erase(it);
+        break;
+      }
+    }
+  }
+
+  // File contents, for the files that are there. Garbage follows SQLite's
+  // POWERSAFE_OVERWRITE: an interrupted write can scramble the bytes it was
+  // changing (here the span from the first to the last changed byte of a
+  // sector), never the bytes around them that it rewrote unchanged.
+  auto garble = [&](std::vector<std::byte>& out, const std::string& name, uint64_t from,
+                    const std::byte* old_bytes, const std::byte* new_bytes, uint64_t n) {
+    uint64_t lo = 0, hi = n;
+    while (lo < n && old_bytes[lo] == new_bytes[lo]) ++lo;
+    while (hi > lo && old_bytes[hi - 1] == new_bytes[hi - 1]) --hi;
+    std::memcpy(out.data() + from, new_bytes, n);
+    if (lo == hi) return;
+    for (uint64_t x = lo; x < hi; ++x) out[from + x] = static_cast<std::byte>(rng());
+    img.garbled.push_back(Garbled{name, from + lo, hi - lo});
+  };
+  for (const auto& [name, ino] : dir) {
+    FileState& f = fs[static_cast<size_t>(ino)];
+    uint64_t size = f.stable_size;
+    if (f.latest_size != f.stable_size) {
+      ++img.uncertain_sizes;
+      if (rng() & 1) size = f.latest_size;
+    }
+    const uint64_t extent =
+        std::max({size, f.stable_size, f.latest_size, uint64_t{f.stable.size()}, uint64_t{f.latest.size()}});
+    std::vector<std::byte> out = slice(f.stable, 0, extent);
+    // Unsynced sectors written by write/direct_write.
+    std::set<uint64_t> sectors;
+    for (size_t w : f.pending) {
+      const RecordedEvent& e = ev[w];
+      if (e.data.empty()) continue;
+      for (uint64_t s = e.offset / sector_; s * sector_ < e.offset + e.data.size(); ++s) sectors.insert(s);
+    }
+    for (uint64_t s : sectors) {
+      const uint64_t from = s * sector_;
+      const uint64_t to = std::min<uint64_t>(from + sector_, extent);
+      if (from >= to) continue;
+      const auto old_bytes = slice(f.stable, from, to);
+      const auto new_bytes = slice(f.latest, from, to);
+      if (old_bytes == new_bytes) continue;
+      ++img.dirty_units;
+      const uint64_t pick = model == Model::old_or_new ? rng() % 2 : rng() % 3;
+      if (pick == 0) continue;
+      ++img.new_units;
+      if (pick == 1) {
+        std::memcpy(out.data() + from, new_bytes.data(), new_bytes.size());
+      } else {
+        garble(out, name, from, old_bytes.data(), new_bytes.data(), to - from);
+      }
+    }
+    // Unsynced mmap pages: NEW is what the page's next msync captured.
+    for (const auto& [p, i] : f.capture) {
+      const RecordedEvent& e = ev[i];
+      const uint64_t lo = std::max(p * page, e.offset);
+      const uint64_t hi = std::min({(p + 1) * page, e.offset + e.data.size(), extent});
+      if (lo >= hi) continue;
+      // What the page held at k: the capture, except the sync marker at the
+      // end of an msync that started after k (the driver stores it just
+      // before it msyncs; it would claim durability that k did not have).
+      std::vector<std::byte> cap_bytes(e.data.begin() + static_cast<ptrdiff_t>(lo - e.offset),
+                                       e.data.begin() + static_cast<ptrdiff_t>(hi - e.offset));
+      if (e.begin >= k) {
+        const uint64_t range_end = e.offset + e.data.size();
+        const uint64_t marker = range_end >= kMarkerBytes ? range_end - kMarkerBytes : 0;
+        for (uint64_t x = std::max(lo, marker); x < hi; ++x) cap_bytes[x - lo] = out[x];
+      }
+      const std::byte* cap = cap_bytes.data();
+      if (std::memcmp(out.data() + lo, cap, hi - lo) == 0) continue;
+      ++img.dirty_units;
+      const uint64_t pick = model == Model::old_or_new ? rng() % 2 : rng() % 3;
+      if (pick == 0) continue;
+      ++img.new_units;
+      if (pick == 1) {
+        std::memcpy(out.data() + lo, cap, hi - lo);
+        continue;
+      }
+      // A torn page: each sector old, new or garbage.
+      const auto old_page = slice(out, lo, hi);
+      for (uint64_t from = lo; from < hi;) {
+        const uint64_t to = std::min(hi, (from / sector_ + 1) * sector_);
+        const uint64_t s = rng() % 3;
+        if (s == 1) std::memcpy(out.data() + from, cap + (from - lo), to - from);
+        if (s == 2) garble(out, name, from, old_page.data() + (from - lo), cap + (from - lo), to - from);
+        from = to;
+      }
+    }
+    out.resize(size);
+    img.files[name] = std::move(out);
+  }
+  return img;
+}
+
+bool CrashImage::write_to(const std::filesystem::path& dir, std::string* error) const {
+  for (const auto& [name, bytes] : files) {
+    const auto path = dir / name;
+    int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      *error = "create " + path.string() + ": " + std::strerror(errno);
+      return false;
+    }
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        *error = "write " + path.string() + ": " + std::strerror(errno);
+        ::close(fd);
+        return false;
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  return true;
+}
+
+std::string CrashImage::describe() const {
+  std::ostringstream s;
+  s << "crash image at k=" << k << ": files";
+  for (const auto& [name, bytes] : files) s << " " << name << "(" << bytes.size() << ")";
+  s << "; unsynced units " << dirty_units << " (" << new_units << " new/garbled), garbled ranges "
+    << garbled.size() << ", undurable directory ops " << uncertain_names << " (" << names_applied
+    << " applied), undurable sizes " << uncertain_sizes;
+  return s.str();
+}
+
+// ------------------------------------------------------------------ Checker
+
+Checker::Checker(const Recording& rec) : rec_(rec) {
+  for (const Ack& a : rec.acks) order_.push_back(&a);
+  std::sort(order_.begin(), order_.end(),
+            [](const Ack* a, const Ack* b) { return a->position < b->position; });
+  for (size_t i = 1; i < order_.size(); ++i) {
+    if (order_[i]->position == order_[i - 1]->position) {
+      order_error_ = "two appends were acknowledged at position " + order_[i]->position.to_string();
+    }
+  }
+}
+
+Verdict Checker::check(const CrashImage& image, const Config& config) const {
+  Verdict v;
+  auto fail = [&](const std::string& why) {
+    v.ok = false;
+    if (!v.problem.empty()) v.problem += "; ";
+    v.problem += why;
+    return v;
+  };
+  if (!order_error_.empty()) return fail(order_error_);
+
+  // Segments wholly before `floor` had been handed to release_before by k:
+  // their records may be gone, and replay may start at any later segment.
+  uint64_t floor_segment = 0;
+  for (const auto& [seq, pos] : rec_.releases) {
+    if (seq < image.k) floor_segment = std::max(floor_segment, pos.segment());
+  }
+  // G1: the log-order run that must be there: from the first record at or
+  // past the floor to the last append acknowledged before k (garbage only
+  // ever replaces bytes being changed, and acknowledged bytes never change).
+  size_t first_required = 0;
+  while (first_required < order_.size() && order_[first_required]->position.segment() < floor_segment) {
+    ++first_required;
+  }
+  for (size_t i = first_required; i < order_.size(); ++i) {
+    if (order_[i]->seq < image.k) v.required = std::max<uint64_t>(v.required, i + 1);
+  }
+
+  auto log = Log::open(config);
+  if (!log) return fail("Log::open failed: " + log.error().describe());
+  const RecoveryReport& rep = (*log)->recovery();
+  v.torn_tail = rep.torn_tail;
+  v.damage = rep.damage.size();
+  std::ostringstream report;
+  report << "recovery: end " << rep.end.to_string() << ", " << rep.records << " records, "
+         << rep.segments << " segments, torn_tail " << rep.torn_tail;
+  for (const Damage& d : rep.damage) report << ", damage at " << d.at.to_string() << ": " << d.reason;
+
+  // Durable bytes never change in these models, so recovery has nothing to
+  // call damage: a gap before a position a marker proves durable, or a
+  // missing segment, means durable data was lost.
+  if (!rep.damage.empty()) fail("recovery reported damage in a valid crash state");
+
+  std::vector<std::pair<Position, std::string>> got;
+  {
+    auto reader = (*log)->read();
+    if (!reader) return fail("read() failed: " + reader.error().describe() + " (" + report.str() + ")");
+    for (;;) {
+      auto rec = reader->next();
+      if (!rec) {
+        fail("replay failed after " + std::to_string(got.size()) +
+             " records: " + rec.error().describe() + " (" + report.str() + ")");
+        break;
+      }
+      if (!*rec) break;
+      got.emplace_back((*rec)->position, std::string(reinterpret_cast<const char*>((*rec)->data.data()),
+                                                     (*rec)->data.size()));
+    }
+  }
+  if (auto r = (*log)->close(); !r) fail("close after replay failed: " + r.error().describe());
+  log->reset();
+  v.replayed = got.size();
+
+  // G2 and G3: exactly appends a..a+n-1 in log order, byte for byte, where
+  // a is 0 or lies past released segments only (no releases: a = 0, a prefix).
+  size_t start = 0;
+  if (!got.empty()) {
+    auto it = std::lower_bound(order_.begin(), order_.end(), got[0].first,
+                               [](const Ack* a, Position p) { return a->position < p; });
+    start = static_cast<size_t>(it - order_.begin());
+    if (start > first_required) {
+      return fail("G2: replay starts at " + got[0].first.to_string() + ", skipping append " +
+                  std::to_string(first_required) + " at " + order_[first_required]->position.to_string() +
+                  " which was not released (" + report.str() + ")");
+    }
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    const size_t want_index = start + i;
+    if (want_index >= order_.size()) {
+      return fail("phantom record " + std::to_string(i) + " at " + got[i].first.to_string() +
+                  ": only " + std::to_string(order_.size()) + " appends were made (" +
+                  report.str() + ")");
+    }
+    const Ack& want = *order_[want_index];
+    if (got[i].first != want.position) {
+      return fail("G2: replayed record " + std::to_string(i) + " is at " + got[i].first.to_string() +
+                  " but append " + std::to_string(want_index) + " in log order is at " +
+                  want.position.to_string() + " (a hole, reordering or phantom; " + report.str() + ")");
+    }
+    if (got[i].second != want.bytes) {
+      return fail("G3: replayed record " + std::to_string(i) + " at " + got[i].first.to_string() +
+                  " differs from what was appended (" + std::to_string(got[i].second.size()) +
+                  " bytes, appended " + std::to_string(want.bytes.size()) + "; " + report.str() + ")");
+    }
+  }
+  const size_t end = start + got.size();
+  v.end = end;
+  if (end < v.required) {
+    const Ack& missing = *order_[std::max(end, first_required)];
+    return fail("G1: replay returned appends " + std::to_string(start) + ".." + std::to_string(end) +
+                " but " + std::to_string(v.required) +
+                " were acknowledged before the crash; the first missing is at " +
+                missing.position.to_string() + " (acked at seq " + std::to_string(missing.seq) + "; " +
+                report.str() + ")");
+  }
+  if (!v.ok) v.problem += " (" + report.str() + ")";
+  return v;
+}
+
+}  // namespace synclog::test::crash

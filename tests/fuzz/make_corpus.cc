@@ -1,0 +1,150 @@
+// Writes the seed corpus of segment_fuzz: small logs made by the real
+// library (64 KiB segments), in the fuzz target's input format (segment
+// files joined by SYNCLOG-FUZZ-NEXT-SEGMENT). Trailing zeros are cut off,
+// so most seeds are truncated segments.
+//
+//   build/fuzz/tests/fuzz/segment_fuzz_corpus tests/fuzz/corpus
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "synclog/log.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace synclog;
+
+constexpr std::string_view kNextSegment = "SYNCLOG-FUZZ-NEXT-SEGMENT";
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "make_corpus: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T check(Result<T> r, const char* what) {
+  if (!r) die(std::string(what) + ": " + r.error().describe());
+  return std::move(*r);
+}
+void check(Result<void> r, const char* what) {
+  if (!r) die(std::string(what) + ": " + r.error().describe());
+}
+
+Config config(const fs::path& dir) {
+  Config c;
+  c.dir = dir;
+  c.segment_size = 64 << 10;
+  c.mode = SyncMode::batch;
+  return c;
+}
+
+std::string record(int i, size_t size) {
+  std::string s(size, '\0');
+  for (size_t k = 0; k < size; ++k) s[k] = static_cast<char>('a' + (i * 7 + k) % 26);
+  return s;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Segment `id` of the log in `dir`, trailing zeros cut (kept 8-aligned).
+std::string segment(const fs::path& dir, uint64_t id, bool trim = true) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%020llu.seg", static_cast<unsigned long long>(id));
+  std::string s = read_file(dir / name);
+  if (s.empty()) die("no segment " + std::to_string(id) + " in " + dir.string());
+  if (trim) {
+    size_t end = s.size();
+    while (end > 0 && s[end - 1] == '\0') --end;
+    s.resize((end + 7) / 8 * 8);
+  }
+  return s;
+}
+
+void write_seed(const fs::path& out, const std::string& name, const std::vector<std::string>& segs) {
+  std::string bytes;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (i) bytes += kNextSegment;
+    bytes += segs[i];
+  }
+  std::ofstream(out / name, std::ios::binary | std::ios::trunc) << bytes;
+  std::printf("%-28s %7zu bytes, %zu segment(s)\n", name.c_str(), bytes.size(), segs.size());
+}
+
+struct Scratch {
+  fs::path path;
+  explicit Scratch(const std::string& name)
+      : path(fs::path("/dev/shm") / ("synclog-corpus-" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Scratch() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) die("usage: segment_fuzz_corpus OUTPUT_DIR");
+  const fs::path out = argv[1];
+  fs::create_directories(out);
+
+  {  // A few small records, closed cleanly: session, data, sync markers, end.
+    Scratch s("clean");
+    auto log = check(Log::open(config(s.path)), "open");
+    for (int i = 0; i < 6; ++i) check(log->append(record(i, 1 + i * 13)), "append");
+    check(log->close(), "close");
+    write_seed(out, "clean_close", {segment(s.path, 1)});
+  }
+  {  // Not closed (no end record): what a crash leaves, marker last.
+    Scratch s("open");
+    auto log = check(Log::open(config(s.path)), "open");
+    for (int i = 0; i < 5; ++i) check(log->append(record(i, 40)), "append");
+    const std::string seg = segment(s.path, 1);
+    write_seed(out, "crashed_open", {seg});
+    // A torn tail: the last record half written.
+    std::string torn = seg;
+    torn.resize(torn.size() - 24);
+    write_seed(out, "torn_tail", {torn});
+    // A flipped byte in the middle of a record: damage before a marker.
+    std::string flipped = seg;
+    flipped[flipped.size() / 2] ^= 0x20;
+    write_seed(out, "flipped_byte", {flipped});
+    check(log->close(), "close");
+  }
+  {  // Two sessions: the second segment starts with a session record.
+    Scratch s("sessions");
+    {
+      auto log = check(Log::open(config(s.path)), "open");
+      for (int i = 0; i < 3; ++i) check(log->append(record(i, 100)), "append");
+      check(log->close(), "close");
+    }
+    {
+      auto log = check(Log::open(config(s.path)), "reopen");
+      for (int i = 0; i < 3; ++i) check(log->append(record(10 + i, 50)), "append");
+      check(log->close(), "close");
+    }
+    write_seed(out, "two_sessions", {segment(s.path, 1), segment(s.path, 2)});
+  }
+  {  // A full segment that ends with an end record, and the next one.
+    Scratch s("full");
+    auto log = check(Log::open(config(s.path)), "open");
+    for (int i = 0;; ++i) {
+      auto pos = check(log->append(record(i, 1500 + i % 700)), "append");
+      if (pos.segment() >= 2) break;
+    }
+    check(log->close(), "close");
+    write_seed(out, "segment_switch", {segment(s.path, 1, /*trim=*/false), segment(s.path, 2)});
+  }
+  {  // The bare header of a fresh segment.
+    Scratch s("header");
+    auto log = check(Log::open(config(s.path)), "open");
+    write_seed(out, "header_only", {segment(s.path, 1).substr(0, 64)});
+    check(log->close(), "close");
+  }
+  return 0;
+}
