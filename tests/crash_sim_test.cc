@@ -353,10 +353,11 @@ TEST(CrashSim, RecyclingOldOrNew) {
   simulate(rec, Model::old_or_new, kBaseSeed + 2, 0.5);
 }
 
-// Known failure, disabled until src/segments/manager.cc is fixed (run it
-// with --gtest_also_run_disabled_tests). The same run with each directory
-// fsync that follows a rename taking 50 ms longer: a legitimate latency,
-// which widens two windows in SegmentManager::release():
+// Regression test for two bugs this simulation found in
+// SegmentManager::release() (now fixed: each rename or unlink is made
+// durable, oldest first, before the next, and before a recycled file gets
+// its new header). The same run with each directory fsync that follows a
+// rename taking 50 ms longer, a legitimate latency, which widened:
 //  - the released file is renamed X.seg -> X.recycle.tmp and queued for
 //    recycling before the directory fsync; the manager can give it a new
 //    header (id Y) and fdatasync it before that fsync. A crash then leaves
