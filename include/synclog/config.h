@@ -27,6 +27,9 @@ enum class TailPolicy { pad, rewrite };
 // Direct I/O: how a write becomes durable: RWF_DSYNC on each write, or
 // plain writes then fdatasync.
 enum class DirectSync { dsync, fdatasync };
+// After a failed sync: stop the log (every append gets the error), or abort
+// the process (for engines that would rather restart and recover).
+enum class FailurePolicy { stop, abort };
 
 struct Config {
   std::filesystem::path dir;
@@ -61,6 +64,7 @@ struct Config {
   // Latency histograms and counters (Log::stats()); off saves two clock
   // reads per append.
   bool metrics = true;
+  FailurePolicy on_sync_failure = FailurePolicy::stop;
   // Direct I/O alignment in bytes; 0 = probe the filesystem (statx
   // STATX_DIOALIGN, then the device's logical block size).
   uint32_t block_size = 0;
@@ -90,5 +94,6 @@ const char* to_string(SyncMode v);
 const char* to_string(RecoveryMode v);
 const char* to_string(TailPolicy v);
 const char* to_string(DirectSync v);
+const char* to_string(FailurePolicy v);
 
 }  // namespace synclog

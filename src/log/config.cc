@@ -31,6 +31,8 @@ constexpr Named<RecoveryMode> kRecovery[] = {{"tolerate-torn-tail", RecoveryMode
 constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};
 constexpr Named<DirectSync> kDirectSyncs[] = {{"dsync", DirectSync::dsync},
                                               {"fdatasync", DirectSync::fdatasync}};
+constexpr Named<FailurePolicy> kPolicies[] = {{"stop", FailurePolicy::stop},
+                                              {"abort", FailurePolicy::abort}};
 
 template <class E, size_t N>
 const char* name_of(const Named<E> (&table)[N], E v) {
@@ -131,6 +133,7 @@ const char* to_string(SyncMode v) { return name_of(kModes, v); }
 const char* to_string(RecoveryMode v) { return name_of(kRecovery, v); }
 const char* to_string(TailPolicy v) { return name_of(kTails, v); }
 const char* to_string(DirectSync v) { return name_of(kDirectSyncs, v); }
+const char* to_string(FailurePolicy v) { return name_of(kPolicies, v); }
 
 Result<void> Config::set(std::string_view key, std::string_view value) {
   auto assign = [](auto result, auto* field) -> Result<void> {
@@ -149,6 +152,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "recovery") return parse_enum(kRecovery, key, value, &recovery);
   if (key == "tail") return parse_enum(kTails, key, value, &tail);
   if (key == "direct_sync") return parse_enum(kDirectSyncs, key, value, &direct_sync);
+  if (key == "on_sync_failure") return parse_enum(kPolicies, key, value, &on_sync_failure);
   if (key == "interval") return assign(parse_duration(key, value), &interval);
   if (key == "lag_bound") return assign(parse_duration(key, value), &lag_bound);
   if (key == "window") return assign(parse_duration(key, value), &window);
@@ -172,7 +176,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
                         "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
                         "segment_size, spare_segments, recycle, prezero, max_total_size, "
                         "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
-                        "block_size, metrics)");
+                        "block_size, metrics, on_sync_failure)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -278,6 +282,7 @@ std::string Config::to_string() const {
   add("direct_sync", synclog::to_string(direct_sync));
   add("block_size", std::to_string(block_size));
   add("metrics", metrics ? "true" : "false");
+  add("on_sync_failure", synclog::to_string(on_sync_failure));
   return s;
 }
 

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "io/clock.h"
@@ -161,6 +163,11 @@ void Driver::publish(Position durable) {
 }
 
 void Driver::fail(Error error) {
+  if (config_.on_sync_failure == FailurePolicy::abort) {
+    std::fprintf(stderr, "synclog: sync failed, aborting (on_sync_failure=abort): %s\n",
+                 error.describe().c_str());
+    std::abort();
+  }
   {
     std::lock_guard lock(mu_);
     if (!failure_) failure_ = std::move(error);
