@@ -114,24 +114,28 @@ Result<void> Appender::advance_from(Segment* full,
   // One thread switches; the others wait for it only until their own
   // deadline (the syncer's is now: it never waits behind a starved switch).
   const uint64_t start = io::now_ns();
-  std::unique_lock switching(switch_mu_, std::defer_lock);
-  if (!switching.try_lock_until(deadline)) {
-    if (active_.load(std::memory_order_acquire) != full) return {};
-    return make_error(Errc::no_space, "no segment available: another append is waiting for one");
-  }
-  if (active_.load(std::memory_order_acquire) != full) return {};
+  auto moved_on = [&] { return active_.load(std::memory_order_acquire) != full; };
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (!switch_done_.wait_until(lock, deadline, [&] { return !switching_ || moved_on(); })) {
+      return make_error(Errc::no_space, "no segment available: another append is waiting for one");
+    }
+    if (moved_on()) return {};
     if (sealed_) return make_error(Errc::closed, "the log is closed");
+    switching_ = true;
   }
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
   auto next = manager_.take(deadline);
   metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start);
-  if (!next) return std::unexpected(next.error());
   std::lock_guard lock(mu_);
-  live_.push_back(*next);
-  active_.store(*next, std::memory_order_release);
+  switching_ = false;
+  if (next) {
+    live_.push_back(*next);
+    active_.store(*next, std::memory_order_release);
+  }
+  switch_done_.notify_all();
+  if (!next) return std::unexpected(next.error());
   return {};
 }
 
@@ -144,8 +148,8 @@ Position Appender::head() const {
 void Appender::drain() const { inflight::drain(); }
 
 Result<Position> Appender::seal() {
-  std::lock_guard switching(switch_mu_);
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  switch_done_.wait(lock, [&] { return !switching_; });
   Segment* seg = active_.load(std::memory_order_acquire);
   sealed_ = true;
   // Push the reservation past the end so that later appends overflow; the

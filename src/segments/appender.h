@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <condition_variable>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -71,8 +72,13 @@ class Appender {
   metrics::Metrics& metrics_;
   std::atomic<Segment*> active_{nullptr};
   uint64_t first_segment_ = 0;
-  std::timed_mutex switch_mu_;  // held by the one thread switching segments
-  mutable std::mutex mu_;       // live_, sealed_
+  mutable std::mutex mu_;  // live_, sealed_, switching_
+  // One thread switches segments at a time (switching_); the others wait
+  // for it only until their own deadline, so the syncer (whose deadline is
+  // now) never waits behind a switch starved of space. (A timed_mutex would
+  // do, but TSan cannot follow pthread_mutex_clocklock.)
+  std::condition_variable switch_done_;
+  bool switching_ = false;
   std::deque<Segment*> live_;
   bool sealed_ = false;
 };
