@@ -1,0 +1,340 @@
+// Tests of synclog-bench: its parts (histogram, record format, units, the
+// verifier catching a broken log) and a tiny end-to-end sweep whose JSON
+// lines must carry every field and "verified".
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "histogram.h"
+#include "record.h"
+#include "runner.h"
+#include "synclog/log.h"
+#include "units.h"
+#include "verify.h"
+
+namespace bench {
+namespace {
+
+// A scratch directory in /dev/shm, removed afterwards.
+class ShmDir {
+ public:
+  explicit ShmDir(const std::string& tag) {
+    path_ = "/dev/shm/synclog-bench-test-" + tag + "-" + std::to_string(::getpid());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ShmDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct Ran {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Ran run(const std::string& args) {
+  Ran r;
+  const std::string cmd = std::string(SYNCLOG_BENCH_BIN) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(Histogram, PercentilesWithinBucketPrecision) {
+  Histogram h;
+  for (uint64_t v = 1; v <= 100000; ++v) h.record(v * 1000);  // 1 us .. 100 ms
+  EXPECT_EQ(h.count(), 100000u);
+  EXPECT_EQ(h.min(), 1000u);
+  EXPECT_EQ(h.max(), 100000000u);
+  EXPECT_NEAR(h.mean(), 50000500.0, 1.0);
+  for (double q : {0.5, 0.95, 0.99, 0.999}) {
+    const double want = q * 100000 * 1000;
+    EXPECT_NEAR(static_cast<double>(h.percentile(q)), want, want / 100) << q;
+  }
+  EXPECT_EQ(h.percentile(1.0), h.max());
+}
+
+TEST(Histogram, SmallValuesAreExactAndBucketsAreContiguous) {
+  for (uint64_t v = 0; v < 128; ++v) EXPECT_EQ(Histogram::index_of(v), v);
+  for (uint64_t v = 1; v < (1u << 20); v = v * 3 / 2 + 1) {
+    const size_t i = Histogram::index_of(v);
+    EXPECT_LE(v, Histogram::upper_edge(i));
+    if (i > 0) {
+      EXPECT_GT(v, Histogram::upper_edge(i - 1)) << v;
+    }
+  }
+}
+
+TEST(Histogram, MergeAddsCounts) {
+  Histogram a, b;
+  a.record(10);
+  b.record(1000000);
+  b.record(20);
+  a.merge(b);
+  EXPECT_EQ(a.count(), 3u);
+  EXPECT_EQ(a.min(), 10u);
+  EXPECT_EQ(a.max(), 1000000u);
+}
+
+TEST(Record, RoundTripsAndCatchesDamage) {
+  RecordWriter w(3, 4096);
+  std::vector<std::vector<std::byte>> patterns;
+  for (uint32_t t = 0; t < 4; ++t) patterns.push_back(make_pattern(t, 4096));
+  for (size_t len : {size_t{32}, size_t{4096}, size_t{100}, size_t{33}}) {
+    auto rec = w.next(len, len);
+    std::vector<std::byte> copy(rec.begin(), rec.end());
+    ParsedRecord p;
+    ASSERT_EQ(check_record(copy, patterns, &p), "") << len;
+    EXPECT_EQ(p.thread, 3u);
+    EXPECT_EQ(p.seq, len);
+    for (size_t at : {size_t{0}, size_t{9}, size_t{20}, len / 2 + 12, len - 1}) {
+      auto bad = copy;
+      bad[at] ^= std::byte{1};
+      EXPECT_NE(check_record(bad, patterns, &p), "") << "flip at " << at << " of " << len;
+    }
+  }
+}
+
+TEST(Units, ParseAndFormat) {
+  uint64_t n = 0;
+  EXPECT_EQ(parse_bytes("4KiB", &n), "");
+  EXPECT_EQ(n, 4096u);
+  EXPECT_EQ(parse_bytes("32m", &n), "");
+  EXPECT_EQ(n, 32u << 20);
+  EXPECT_NE(parse_bytes("4 parsecs", &n), "");
+  double s = 0;
+  EXPECT_EQ(parse_seconds("300ms", &s), "");
+  EXPECT_DOUBLE_EQ(s, 0.3);
+  EXPECT_NE(parse_seconds("soon", &s), "");
+  EXPECT_EQ(format_bytes(4096), "4KiB");
+  EXPECT_EQ(format_bytes(100), "100B");
+}
+
+// Writes records for thread 0 with the given seqs into a fresh log and
+// returns its config and what a run would have recorded, claiming `acked`
+// acknowledged appends. `release_at`: release the segments before the
+// record with that index.
+struct Written {
+  synclog::Config config;
+  Measurement m;
+};
+
+Written write_log(const std::filesystem::path& dir, const std::vector<uint64_t>& seqs,
+                  uint64_t acked, bool flip_one = false, size_t release_at = SIZE_MAX) {
+  Written w;
+  auto config = synclog::Config::parse("mode=batch,segment_size=64KiB");
+  EXPECT_TRUE(config.has_value());
+  config->dir = dir;
+  w.config = *config;
+  auto log = synclog::Log::open(*config);
+  EXPECT_TRUE(log.has_value()) << log.error().describe();
+  RecordWriter writer(0, 256);
+  std::vector<std::pair<uint64_t, uint64_t>> starts;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto rec = writer.next(seqs[i], 256);
+    std::vector<std::byte> copy(rec.begin(), rec.end());
+    if (flip_one && i == seqs.size() / 2) copy[100] ^= std::byte{0x40};
+    auto pos = (*log)->append(copy);
+    if (!pos) {
+      ADD_FAILURE() << pos.error().describe();
+      break;
+    }
+    if (starts.empty() || starts.back().first != pos->segment()) {
+      starts.emplace_back(pos->segment(), seqs[i]);
+    }
+    if (i == release_at) {
+      EXPECT_TRUE((*log)->release_before(*pos).has_value());
+    }
+  }
+  w.m.segments_released = (*log)->stats().segments_released;
+  EXPECT_TRUE((*log)->close().has_value());
+  w.m.appended = {acked};
+  w.m.unacked_tail = {false};
+  w.m.segment_starts = {starts};
+  return w;
+}
+
+std::vector<uint64_t> iota(uint64_t n) {
+  std::vector<uint64_t> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+TEST(Verify, AcceptsAnIntactLog) {
+  ShmDir dir("ok");
+  auto w = write_log(dir.path(), {0, 1, 2, 3, 4}, 5);
+  const auto v = verify_log(w.config, w.m, 256);
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.records, 5u);
+}
+
+TEST(Verify, CatchesAHole) {
+  ShmDir dir("hole");
+  auto w = write_log(dir.path(), {0, 1, 3, 4}, 5);
+  const auto v = verify_log(w.config, w.m, 256);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("seq 2 was expected"), std::string::npos) << v.message;
+}
+
+TEST(Verify, CatchesMissingAcknowledgedRecords) {
+  ShmDir dir("missing");
+  auto w = write_log(dir.path(), {0, 1, 2}, 5);
+  const auto v = verify_log(w.config, w.m, 256);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("missing"), std::string::npos) << v.message;
+}
+
+TEST(Verify, CatchesARecordNeverAppended) {
+  ShmDir dir("extra");
+  auto w = write_log(dir.path(), {0, 1, 2, 3}, 2);
+  const auto v = verify_log(w.config, w.m, 256);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("never appended"), std::string::npos) << v.message;
+}
+
+TEST(Verify, CatchesDamagedPayload) {
+  ShmDir dir("damaged");
+  auto w = write_log(dir.path(), {0, 1, 2, 3}, 4, /*flip_one=*/true);
+  const auto v = verify_log(w.config, w.m, 256);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("damaged"), std::string::npos) << v.message;
+}
+
+TEST(Verify, ReleasedSegmentsAreAPrefixAndTheRestIsChecked) {
+  ShmDir dir("released");
+  auto w = write_log(dir.path(), iota(1500), 1500, false, /*release_at=*/1000);
+  ASSERT_GT(w.m.segments_released, 0u);
+  auto v = verify_log(w.config, w.m, 256);
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_LT(v.records, 1500u);
+  EXPECT_GT(v.records, 400u);
+
+  // Had nothing been released, the missing front would be lost records.
+  w.m.segments_released = 0;
+  v = verify_log(w.config, w.m, 256);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("only 0 were released"), std::string::npos) << v.message;
+}
+
+TEST(Cli, BadFlagAndBadValuesAreClearErrors) {
+  auto r = run("--no-such-flag");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no-such-flag"), std::string::npos) << r.out;
+
+  r = run("--threads 0 --list");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--threads"), std::string::npos) << r.out;
+
+  r = run("--mode sometimes --list");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("'mode'"), std::string::npos) << r.out;  // Config::parse names the key
+
+  r = run("--config interval=soon --list");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("'interval'"), std::string::npos) << r.out;
+
+  r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag :
+       {"--media",    "--threads",      "--backend",      "--segment-kind", "--mode",
+        "--size",     "--segment-size", "--sync-threads", "--queue-depth",  "--config",
+        "--duration", "--ops",          "--warmup",       "--max-bytes",    "--out",
+        "--json",     "--csv",          "--plot",         "--fio",          "--fio-media",
+        "--budget"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(Cli, JobFileSectionsBecomeJobs) {
+  ShmDir dir("jobfile");
+  const auto ini = dir.path() / "jobs.ini";
+  std::ofstream(ini) << "# two jobs\n[global]\nmedia=ram=" << dir.path().string()
+                     << "\nthreads=1,2\nbackend=msync\n[small]\nmode=batch\nsize=128\n"
+                     << "[large]\nmode=periodic\nsize=4KiB\nthreads=8\n";
+  auto r = run(ini.string() + " --list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("ram msync/mmap batch 128B x1  [small]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ram msync/mmap periodic 4KiB x8  [large]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 points"), std::string::npos) << r.out;
+
+  std::ofstream(ini) << "[job]\nthreds=4\n";
+  r = run(ini.string() + " --list");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("jobs.ini:2: unknown key 'threds'"), std::string::npos) << r.out;
+}
+
+TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
+  ShmDir dir("sweep");
+  auto r = run("--media ram=" + dir.path().string() +
+               " --threads 1,2 --duration 300ms --warmup 50ms --backend msync --mode batch"
+               " --size 128 --json --fio off --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+
+  std::istringstream lines(r.out);
+  std::string line;
+  int runs = 0;
+  std::vector<nlohmann::json> points;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << "not JSON: " << line;
+    ASSERT_TRUE(j.contains("type")) << line;
+    if (j["type"] == "run") {
+      ++runs;
+      EXPECT_EQ(j["media"][0]["fs"], "tmpfs");
+    }
+    if (j["type"] == "point") points.push_back(j);
+  }
+  EXPECT_EQ(runs, 1);
+  ASSERT_EQ(points.size(), 2u) << r.out;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto& p = points[i];
+    SCOPED_TRACE(p.dump());
+    EXPECT_EQ(p["status"], "verified");
+    EXPECT_EQ(p["verified"], true);
+    EXPECT_EQ(p["threads"], i + 1);
+    EXPECT_EQ(p["backend"], "msync");
+    EXPECT_EQ(p["segment_kind"], "mmap");
+    EXPECT_EQ(p["mode"], "batch");
+    EXPECT_EQ(p["record_size"]["min"], 128);
+    EXPECT_EQ(p["medium"]["name"], "ram");
+    EXPECT_EQ(p["errors"], 0);
+    for (const char* key : {"ops", "ops_per_s", "mb_per_s", "syncs", "syncs_per_s",
+                            "records_per_sync", "cpu_user_pct", "cpu_sys_pct", "elapsed_s",
+                            "verified_records", "config", "padding_bytes"}) {
+      EXPECT_TRUE(p.contains(key)) << key;
+    }
+    for (const char* q : {"mean", "p50", "p95", "p99", "p99.9", "max"}) {
+      ASSERT_TRUE(p["latency_us"].contains(q)) << q;
+      EXPECT_GT(p["latency_us"][q].get<double>(), 0.0) << q;
+    }
+    EXPECT_GT(p["ops"].get<uint64_t>(), 0u);
+    EXPECT_GE(p["verified_records"].get<uint64_t>(), p["ops"].get<uint64_t>());
+    EXPECT_GT(p["syncs"].get<uint64_t>(), 0u);
+    EXPECT_LE(p["latency_us"]["p50"].get<double>(), p["latency_us"]["p99"].get<double>());
+    EXPECT_LE(p["latency_us"]["p99"].get<double>(), p["latency_us"]["max"].get<double>());
+  }
+  // The point directories are gone; the medium directory stays.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+}  // namespace
+}  // namespace bench

@@ -1,0 +1,282 @@
+#include "report.h"
+
+#include <cstdio>
+
+namespace bench {
+namespace {
+
+Row base_row(const Point& p) {
+  Row r;
+  r.index = p.index;
+  r.job = p.job;
+  r.medium = p.medium->name;
+  r.medium_desc = p.medium->describe();
+  r.fs = p.medium->fs_type;
+  r.device = p.medium->device;
+  r.backend = p.backend;
+  r.segment_kind = p.segment_kind;
+  r.mode = p.mode;
+  r.size = p.size.label();
+  r.size_min = p.size.min;
+  r.size_max = p.size.max;
+  r.threads = p.threads;
+  r.config = p.config.to_string();
+  return r;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// 3 significant digits, at most 9 wide: 0.734, 12.3, 1234, 123456.
+std::string num(double v) {
+  if (v < 10) return fmt("%.2f", v);
+  if (v < 100) return fmt("%.1f", v);
+  return fmt("%.0f", v);
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+Row make_row(const Point& p, const Measurement& m, const Verification& v) {
+  Row r = base_row(p);
+  if (!v.ok || m.errors > 0) {
+    r.status = "failed";
+    r.message = !m.error.empty() ? m.error : v.message;
+    if (!m.error.empty() && !v.ok) r.message += "; verification: " + v.message;
+    r.errors = m.errors;
+    return r;
+  }
+  r.status = "verified";
+  r.elapsed_s = m.elapsed_s;
+  r.ops = m.ops;
+  r.ops_per_s = m.elapsed_s > 0 ? m.ops / m.elapsed_s : 0;
+  r.mb_per_s = m.elapsed_s > 0 ? m.bytes / m.elapsed_s / 1e6 : 0;
+  const Histogram& h = m.latency;
+  r.mean_us = h.mean() / 1e3;
+  r.p50_us = h.percentile(0.50) / 1e3;
+  r.p95_us = h.percentile(0.95) / 1e3;
+  r.p99_us = h.percentile(0.99) / 1e3;
+  r.p999_us = h.percentile(0.999) / 1e3;
+  r.max_us = h.max() / 1e3;
+  r.syncs = m.syncs;
+  r.syncs_per_s = m.elapsed_s > 0 ? m.syncs / m.elapsed_s : 0;
+  r.records_per_sync = m.syncs > 0 ? static_cast<double>(m.ops) / m.syncs : 0;
+  r.cpu_user_pct = m.cpu_user_pct;
+  r.cpu_sys_pct = m.cpu_sys_pct;
+  r.errors = m.errors;
+  r.lag_blocked = m.lag_blocked;
+  r.allocation_stalls = m.allocation_stalls;
+  r.segments_created = m.segments_created;
+  r.capped = m.capped;
+  r.segments_released = m.segments_released;
+  r.padding_bytes = m.padding_bytes;
+  r.backend_in_use = m.backend_in_use;
+  r.block_size = m.block_size;
+  r.sync_mean_us = m.sync.mean_ns / 1e3;
+  r.sync_p50_us = m.sync.p50_ns / 1e3;
+  r.sync_p99_us = m.sync.p99_ns / 1e3;
+  // Notes explain a row's tail: stalls behind segment allocation or a
+  // lagging periodic sync, a window cut short, a window with no appends.
+  std::vector<std::string> notes;
+  if (m.capped) notes.push_back("capped at --max-bytes after " + fmt("%.2fs", m.elapsed_s));
+  if (m.ops == 0) notes.push_back("no append completed in the window: the log stalled");
+  if (m.allocation_stalls > 0) {
+    notes.push_back(std::to_string(m.allocation_stalls) + " appends waited for a segment");
+  }
+  if (m.padding_bytes > 0 && m.syncs > 0) {
+    notes.push_back(fmt("%.0f", static_cast<double>(m.padding_bytes) / m.syncs) +
+                    " B tail padding per sync");
+  }
+  if (m.lag_blocked > 0) {
+    notes.push_back(std::to_string(m.lag_blocked) + " appends waited for a lagging sync");
+  }
+  for (const auto& n : notes) r.message += (r.message.empty() ? "" : "; ") + n;
+  r.verified_records = v.records;
+  r.verify_s = v.seconds;
+  return r;
+}
+
+Row make_failed_row(const Point& p, const std::string& message) {
+  Row r = base_row(p);
+  r.status = "failed";
+  r.message = message;
+  r.errors = 1;
+  return r;
+}
+
+Row make_skip_row(const Skip& s) {
+  Row r;
+  r.job = s.job;
+  r.medium = s.medium->name;
+  r.medium_desc = s.medium->describe();
+  r.fs = s.medium->fs_type;
+  r.device = s.medium->device;
+  r.backend = s.backend;
+  r.segment_kind = s.segment_kind;
+  r.mode = "*";
+  r.size = "*";
+  r.status = "skipped";
+  r.message = s.message;
+  return r;
+}
+
+std::string table_header() {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%-3s %-6s %-18s %-8s %-6s %4s | %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %7s | "
+                "%5s %5s | %3s | %s\n",
+                "#", "medium", "backend/kind", "mode", "size", "thr", "op/s", "MB/s", "mean", "p50",
+                "p95", "p99", "p99.9", "max", "syncs/s", "rec/syn", "usr%", "sys%", "err",
+                "status");
+  // A line of group labels above the column names, each centred over its
+  // group (widths from the format above).
+  auto centre = [](const std::string& s, size_t width) {
+    const size_t left = (width - s.size()) / 2;
+    return std::string(left, ' ') + s + std::string(width - s.size() - left, ' ');
+  };
+  const std::string groups = centre("point", 50) + " |" + centre("rate", 19) + "|" +
+                             centre("append latency, us", 55) + "|" + centre("syncs", 18) + "|" +
+                             centre("% of 1 core", 13) + "|\n";
+  return groups + buf;
+}
+
+std::string table_row(const Row& r) {
+  char head[160];
+  const std::string bk = r.backend + "/" + r.segment_kind;
+  std::snprintf(head, sizeof head, "%-3s %-6s %-18s %-8s %-6s %4s | ",
+                r.index ? std::to_string(r.index).c_str() : "-", r.medium.c_str(), bk.c_str(),
+                r.mode.c_str(), r.size.c_str(),
+                r.threads ? std::to_string(r.threads).c_str() : "*");
+  if (r.status == "skipped") return head + std::string("skipped: ") + r.message + "\n";
+  if (r.status != "verified") return head + std::string("FAILED: ") + r.message + "\n";
+  char body[320];
+  std::snprintf(body, sizeof body,
+                "%9.0f %7s | %8s %8s %8s %8s %8s %8s | %8.0f %7s | %5.0f %5.0f | %3llu | verified",
+                r.ops_per_s, num(r.mb_per_s).c_str(), num(r.mean_us).c_str(), num(r.p50_us).c_str(),
+                num(r.p95_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(),
+                num(r.max_us).c_str(), r.syncs_per_s,
+                r.records_per_sync > 0 ? num(r.records_per_sync).c_str() : "-", r.cpu_user_pct,
+                r.cpu_sys_pct, static_cast<unsigned long long>(r.errors));
+  std::string line = head + std::string(body);
+  if (!r.message.empty()) line += " (" + r.message + ")";
+  return line + "\n";
+}
+
+nlohmann::json to_json(const Row& r) {
+  nlohmann::json j;
+  j["type"] = r.status == "skipped" ? "skip" : "point";
+  if (r.index) j["index"] = r.index;
+  j["job"] = r.job;
+  j["medium"] = {
+      {"name", r.medium}, {"fs", r.fs}, {"device", r.device}, {"detected", r.medium_desc}};
+  j["backend"] = r.backend;
+  j["segment_kind"] = r.segment_kind;
+  j["status"] = r.status;
+  if (!r.message.empty()) j["message"] = r.message;
+  if (r.status == "skipped") return j;
+  j["mode"] = r.mode;
+  j["threads"] = r.threads;
+  j["record_size"] = {{"min", r.size_min}, {"max", r.size_max}, {"label", r.size}};
+  j["config"] = r.config;
+  j["errors"] = r.errors;
+  if (r.status != "verified") return j;
+  j["verified"] = true;
+  j["verified_records"] = r.verified_records;
+  j["verify_s"] = r.verify_s;
+  j["elapsed_s"] = r.elapsed_s;
+  j["ops"] = r.ops;
+  j["ops_per_s"] = r.ops_per_s;
+  j["mb_per_s"] = r.mb_per_s;
+  j["latency_us"] = {{"mean", r.mean_us}, {"p50", r.p50_us},    {"p95", r.p95_us},
+                     {"p99", r.p99_us},   {"p99.9", r.p999_us}, {"max", r.max_us}};
+  j["syncs"] = r.syncs;
+  j["syncs_per_s"] = r.syncs_per_s;
+  j["records_per_sync"] = r.records_per_sync;
+  j["padding_bytes"] = r.padding_bytes;
+  j["backend_in_use"] = r.backend_in_use;
+  j["block_size"] = r.block_size;
+  j["sync_latency_us"] = {{"mean", r.sync_mean_us}, {"p50", r.sync_p50_us}, {"p99", r.sync_p99_us}};
+  j["cpu_user_pct"] = r.cpu_user_pct;
+  j["cpu_sys_pct"] = r.cpu_sys_pct;
+  j["lag_blocked_appends"] = r.lag_blocked;
+  j["allocation_stalls"] = r.allocation_stalls;
+  j["segments_created"] = r.segments_created;
+  if (!r.fio_unit.empty()) {
+    j["fio"] = {{"unit", r.fio_unit},
+                {"ceiling", r.fio_ceiling},
+                {"ratio", r.fio_ratio},
+                {"basis", r.fio_basis}};
+  }
+  j["segments_released"] = r.segments_released;
+  j["capped"] = r.capped;
+  return j;
+}
+
+std::string csv_header() {
+  return "index,job,medium,fs,device,backend,segment_kind,mode,record_size,size_min,size_max,"
+         "threads,status,message,elapsed_s,ops,ops_per_s,mb_per_s,mean_us,p50_us,p95_us,p99_us,"
+         "p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,cpu_sys_pct,errors,"
+         "lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_p99_us,capped,"
+         "verified_records,fio_unit,fio_ceiling,fio_ratio,config\n";
+}
+
+std::string csv_row(const Row& r) {
+  std::string s;
+  auto add = [&](const std::string& v) { s += (s.empty() ? "" : ",") + csv_escape(v); };
+  auto addn = [&](double v) { add(fmt("%.6g", v)); };
+  add(r.index ? std::to_string(r.index) : "");
+  add(r.job);
+  add(r.medium);
+  add(r.fs);
+  add(r.device);
+  add(r.backend);
+  add(r.segment_kind);
+  add(r.mode);
+  add(r.size);
+  add(std::to_string(r.size_min));
+  add(std::to_string(r.size_max));
+  add(std::to_string(r.threads));
+  add(r.status);
+  add(r.message);
+  for (double v : {r.elapsed_s,
+                   static_cast<double>(r.ops),
+                   r.ops_per_s,
+                   r.mb_per_s,
+                   r.mean_us,
+                   r.p50_us,
+                   r.p95_us,
+                   r.p99_us,
+                   r.p999_us,
+                   r.max_us,
+                   static_cast<double>(r.syncs),
+                   r.syncs_per_s,
+                   r.records_per_sync,
+                   r.cpu_user_pct,
+                   r.cpu_sys_pct,
+                   static_cast<double>(r.errors),
+                   static_cast<double>(r.lag_blocked),
+                   static_cast<double>(r.allocation_stalls),
+                   static_cast<double>(r.padding_bytes),
+                   r.sync_mean_us,
+                   r.sync_p99_us}) {
+    addn(v);
+  }
+  add(r.capped ? "true" : "false");
+  add(std::to_string(r.verified_records));
+  add(r.fio_unit);
+  add(r.fio_unit.empty() ? "" : fmt("%.6g", r.fio_ceiling));
+  add(r.fio_unit.empty() ? "" : fmt("%.4g", r.fio_ratio));
+  add(r.config);
+  return s + "\n";
+}
+
+}  // namespace bench

@@ -1,0 +1,61 @@
+// Runs one point: opens the log, starts T writer threads that append
+// bench records (record.h) for the warmup and then the measured window (or a
+// fixed op count), and collects what happened. With point.retain > 0 the
+// polling main thread releases segments that lie more than `retain` segments
+// behind the slowest writer, so long points run in bounded space. Each writer times every
+// append into its own Histogram; in batch and group mode append() returns
+// once the record is durable, so that is the acknowledge latency, in
+// periodic mode it is the cost of append() alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "histogram.h"
+#include "point.h"
+#include "synclog/error.h"
+#include "synclog/stats.h"
+
+namespace bench {
+
+struct Measurement {
+  double elapsed_s = 0;  // the measured window
+  uint64_t ops = 0;      // appends acknowledged inside the window
+  uint64_t bytes = 0;    // their payload bytes
+  Histogram latency;     // ns, appends that began inside the window
+  uint64_t syncs = 0;    // Stats deltas over the window
+  uint64_t lag_blocked = 0;
+  uint64_t max_sync_lag_us = 0;
+  uint64_t allocation_stalls = 0;
+  uint64_t segments_created = 0;
+  uint64_t padding_bytes = 0;  // direct I/O tail padding (Stats::padding_bytes)
+  synclog::Latency sync;       // the log's own persist latency, whole run (not windowed)
+  double cpu_user_pct = 0;     // of one core, the whole process (writers + log threads)
+  double cpu_sys_pct = 0;
+  uint64_t errors = 0;  // failed appends and a failed close
+  std::string error;    // the first one
+  bool capped = false;  // ended early at max_bytes
+  std::string backend_in_use;  // Log::backend(): for backend=auto, what it chose and why
+  uint32_t block_size = 0;     // Log::block_size(): direct I/O alignment, 0 for mmap
+  double open_s = 0;    // Log::open before the run
+  double close_s = 0;   // Log::close after it
+
+  uint64_t segments_released = 0;  // over the whole run (--retain)
+  uint64_t release_calls = 0;
+
+  // For verification, per writer thread over the whole run (warmup too):
+  std::vector<uint64_t> appended;  // acknowledged appends (seq 0..n-1)
+  std::vector<bool> unacked_tail;  // its last append failed: that record may or may not be there
+  // (segment id, first seq the thread appended into it), in order: tells
+  // which seqs lie in released segments.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> segment_starts;
+};
+
+// Opens a log with `config` (config.dir must exist and be empty) and runs
+// the point. Fails only if Log::open fails; errors after that are counted in
+// the Measurement.
+[[nodiscard]] synclog::Result<Measurement> run_point(const Point& point,
+                                                     const synclog::Config& config);
+
+}  // namespace bench

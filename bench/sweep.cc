@@ -1,0 +1,209 @@
+#include "sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include "synclog/log.h"
+#include "units.h"
+
+namespace bench {
+namespace {
+
+// The segment kind each backend syncs (DESIGN.md's backend table).
+std::string own_kind(const std::string& backend) {
+  if (backend == "msync" || backend == "msync-pool") return "mmap";
+  if (backend == "uring" || backend == "aio") return "direct";
+  if (backend == "pwrite") return "buffered";
+  return "";  // auto: Config's default kind
+}
+
+bool fits(const std::string& backend, const std::string& kind) {
+  const std::string own = own_kind(backend);
+  return own.empty() || own == kind;
+}
+
+// Each axis as a list with one empty entry when unset, so the loops below
+// still run once and the key is left at its default.
+std::vector<std::string> or_unset(const std::vector<std::string>& v) {
+  return v.empty() ? std::vector<std::string>{""} : v;
+}
+
+}  // namespace
+
+std::string Point::label() const {
+  return medium->name + " " + backend + "/" + segment_kind + " " + mode + " " + size.label() +
+         " x" + std::to_string(threads);
+}
+
+Plan make_plan(const Options& options, bool dry) {
+  Plan plan;
+  std::map<std::string, const MediumInfo*> by_name;
+  for (const auto& job : options.jobs) {
+    for (const auto& m : job.media) {
+      auto it = by_name.find(m.name);
+      if (it != by_name.end()) {
+        if (std::filesystem::absolute(it->second->dir) != std::filesystem::absolute(m.dir)) {
+          throw std::runtime_error("medium '" + m.name + "' names two directories: " +
+                                   it->second->dir.string() + " and " + m.dir.string());
+        }
+        continue;
+      }
+      std::error_code ec;
+      if (!dry) std::filesystem::create_directories(m.dir, ec);
+      if (ec) {
+        throw std::runtime_error("medium '" + m.name + "': cannot create " + m.dir.string() + ": " +
+                                 ec.message());
+      }
+      // A dry run inspects the nearest existing parent instead.
+      auto probe = std::filesystem::absolute(m.dir);
+      while (dry && !std::filesystem::exists(probe, ec) && probe.has_parent_path() &&
+             probe != probe.parent_path()) {
+        probe = probe.parent_path();
+      }
+      plan.media.push_back(detect_medium(m.name, probe));
+      plan.media.back().dir = m.dir;
+      by_name[m.name] = &plan.media.back();
+    }
+  }
+
+  for (const auto& job : options.jobs) {
+    for (const auto& ms : job.media) {
+      const MediumInfo* medium = by_name.at(ms.name);
+      for (const auto& backend : job.backends) {
+        for (const auto& kind_option : job.segment_kinds) {
+          std::string kind = kind_option == "auto" ? own_kind(backend) : kind_option;
+          if (!fits(backend, kind)) {
+            plan.notes.push_back("job " + job.name + ": left out backend " + backend +
+                                 " with segment kind " + kind + " (" + backend + " syncs " +
+                                 own_kind(backend) + " segments)");
+            continue;
+          }
+          for (const auto& mode : job.modes) {
+            for (const auto& size : job.sizes) {
+              for (const auto& seg : or_unset(job.segment_sizes)) {
+                for (const auto& st : or_unset(job.sync_threads)) {
+                  for (const auto& qd : or_unset(job.queue_depths)) {
+                    std::string axes = "backend=" + backend;
+                    if (!kind.empty()) axes += ",segment_kind=" + kind;
+                    axes += ",mode=" + mode;
+                    if (!seg.empty()) axes += ",segment_size=" + seg;
+                    if (!st.empty()) axes += ",sync_threads=" + st;
+                    if (!qd.empty()) axes += ",queue_depth=" + qd;
+                    auto config = synclog::Config::parse(job.config + "," + axes);
+                    if (!config)
+                      throw std::runtime_error("job " + job.name + ": " + config.error().message);
+                    config->dir = medium->dir;
+                    if (auto r = config->validate(); !r) {
+                      throw std::runtime_error("job " + job.name + ", " + axes + ": " +
+                                               r.error().message);
+                    }
+                    if (size.max > config->max_record_size()) {
+                      throw std::runtime_error("job " + job.name + ": --size " + size.label() +
+                                               " exceeds the largest record (" +
+                                               std::to_string(config->max_record_size()) +
+                                               " bytes, half of segment_size " +
+                                               std::to_string(config->segment_size) + ")");
+                    }
+                    for (uint32_t threads : job.threads) {
+                      Point p;
+                      p.job = job.name;
+                      p.medium = medium;
+                      p.backend = backend;
+                      p.segment_kind = synclog::to_string(config->segment_kind);
+                      p.mode = mode;
+                      p.threads = threads;
+                      p.size = size;
+                      p.config = *config;
+                      p.axes = axes;
+                      p.duration_s = job.duration_s.value_or(0);
+                      p.ops = job.ops;
+                      p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
+                      p.max_bytes = job.max_bytes;
+                      p.retain = job.retain;
+                      plan.points.push_back(std::move(p));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  plan.planned = plan.points.size();
+  if (plan.points.empty()) {
+    std::string why;
+    for (const auto& n : plan.notes) why += "\n  " + n;
+    throw std::runtime_error("nothing to run: no backend can sync the segment kinds asked for" +
+                             why);
+  }
+  return plan;
+}
+
+void probe_backends(Plan& plan, const std::string& work_name) {
+  struct Probe {
+    bool ok = true;
+    std::string message;
+  };
+  std::map<std::tuple<const MediumInfo*, std::string, std::string>, Probe> probes;
+  std::vector<Point> kept;
+  for (auto& p : plan.points) {
+    const auto key = std::make_tuple(p.medium, p.backend, p.segment_kind);
+    auto it = probes.find(key);
+    if (it == probes.end()) {
+      const auto dir = p.medium->dir / work_name / ("probe-" + p.backend + "-" + p.segment_kind);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw std::runtime_error("cannot create " + dir.string() + ": " + ec.message());
+      synclog::Config c = p.config;
+      c.dir = dir;
+      Probe probe;
+      if (auto log = synclog::Log::open(c); !log) {
+        if (log.error().code != synclog::Errc::unsupported) {
+          throw std::runtime_error("opening a log in " + dir.string() + " (" + p.label() +
+                                   ") failed: " + log.error().describe());
+        }
+        probe.ok = false;
+        probe.message = log.error().message;
+        plan.skips.push_back(Skip{p.job, p.medium, p.backend, p.segment_kind, probe.message});
+      } else if (auto r = (*log)->close(); !r) {
+        throw std::runtime_error("closing a probe log in " + dir.string() +
+                                 " failed: " + r.error().describe());
+      }
+      std::filesystem::remove_all(dir, ec);
+      it = probes.emplace(key, probe).first;
+    }
+    if (it->second.ok) kept.push_back(std::move(p));
+  }
+  plan.points = std::move(kept);
+  for (size_t i = 0; i < plan.points.size(); ++i) plan.points[i].index = i + 1;
+}
+
+void assign_durations(Plan& plan, const Options& options, double other_s) {
+  // The budget is wall time: each point also spends its warmup and about
+  // kPointOverhead opening, closing, reopening and replaying its log.
+  constexpr double kOverhead = kPointOverhead;
+  double budget = options.run.budget_s - other_s;
+  size_t n = 0;
+  for (const auto& p : plan.points) {
+    if (p.duration_s == 0 && p.ops == 0) {
+      ++n;
+      budget -= p.warmup_s + kOverhead;
+    } else {
+      budget -= p.duration_s + p.warmup_s + kOverhead;
+    }
+  }
+  if (n == 0) return;
+  const double each = std::clamp(budget / static_cast<double>(n), options.run.min_duration_s,
+                                 options.run.max_duration_s);
+  for (auto& p : plan.points) {
+    if (p.duration_s == 0 && p.ops == 0) p.duration_s = std::round(each * 100) / 100;
+  }
+}
+
+}  // namespace bench
