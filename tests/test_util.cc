@@ -1,9 +1,12 @@
 #include "test_util.h"
 
+#include "segments/segment.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <cstring>
 #include <random>
 
@@ -102,6 +105,29 @@ Config small_config(const std::filesystem::path& dir) {
   c.segment_size = 256 << 10;
   c.mode = SyncMode::batch;
   return c;
+}
+
+Files load_segments(const std::filesystem::path& dir) {
+  Files out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    uint64_t id = 0;
+    if (!seg::parse_segment_file_name(entry.path().filename().string(), &id)) continue;
+    std::string& bytes = out[id];
+    bytes.resize(static_cast<size_t>(std::filesystem::file_size(entry.path())));
+    std::ifstream in(entry.path(), std::ios::binary);
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(bytes.size())) << entry.path();
+  }
+  return out;
+}
+
+void write_segments(const std::filesystem::path& dir, const Files& files) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const auto& [id, bytes] : files) {
+    std::ofstream out(dir / seg::segment_file_name(id), std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
 }
 
 }  // namespace synclog::test

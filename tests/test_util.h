@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,5 +58,11 @@ std::string backend_under_test();
 // A config for tests: 256 KiB segments, batch mode, the backend under test
 // with its segment kind.
 Config small_config(const std::filesystem::path& dir);
+
+// The segment files of a log directory (id -> bytes), and a fresh directory
+// holding exactly such a set: for tests that damage copies of a log.
+using Files = std::map<uint64_t, std::string>;
+Files load_segments(const std::filesystem::path& dir);
+void write_segments(const std::filesystem::path& dir, const Files& files);
 
 }  // namespace synclog::test

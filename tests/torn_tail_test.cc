@@ -32,7 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using Files = std::map<uint64_t, std::string>;  // segment id -> the file's bytes
 
 struct Written {
   Position position;
@@ -52,30 +51,6 @@ Config periodic_config(const fs::path& dir) {
   c.mode = SyncMode::periodic;
   c.interval = std::chrono::seconds(10);  // only explicit sync() calls make sync sections
   return c;
-}
-
-Files load_segments(const fs::path& dir) {
-  Files out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    uint64_t id = 0;
-    if (!seg::parse_segment_file_name(entry.path().filename().string(), &id)) continue;
-    std::string& bytes = out[id];
-    bytes.resize(static_cast<size_t>(fs::file_size(entry.path())));
-    std::ifstream in(entry.path(), std::ios::binary);
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(bytes.size())) << entry.path();
-  }
-  return out;
-}
-
-// A fresh directory holding exactly `files`.
-void write_segments(const fs::path& dir, const Files& files) {
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const auto& [id, bytes] : files) {
-    std::ofstream out(dir / seg::segment_file_name(id), std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
 }
 
 std::span<const std::byte> as_bytes(const std::string& s) {
