@@ -8,13 +8,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "fio.h"
 #include "histogram.h"
+#include "options.h"
 #include "record.h"
+#include "report.h"
+#include "rocksdb.h"
 #include "runner.h"
+#include "sweep.h"
 #include "synclog/log.h"
 #include "units.h"
 #include "verify.h"
@@ -253,14 +261,171 @@ TEST(Cli, BadFlagAndBadValuesAreClearErrors) {
 
   r = run("--help");
   EXPECT_EQ(r.status, 0);
-  for (const char* flag :
-       {"--media",    "--threads",      "--backend",      "--segment-kind", "--mode",
-        "--size",     "--segment-size", "--sync-threads", "--queue-depth",  "--config",
-        "--duration", "--ops",          "--warmup",       "--max-bytes",    "--out",
-        "--json",     "--csv",          "--plot",         "--fio",          "--fio-media",
-        "--budget"}) {
+  for (const char* flag : {"--media",       "--threads",   "--backend",      "--segment-kind",
+                           "--mode",        "--size",      "--segment-size", "--sync-threads",
+                           "--queue-depth", "--config",    "--duration",     "--ops",
+                           "--warmup",      "--max-bytes", "--out",          "--json",
+                           "--csv",         "--plot",      "--fio",          "--fio-media",
+                           "--budget",      "--metrics",   "--rocksdb",      "--rocksdb-runtime"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
+}
+
+// Parses a command line in-process, as main() does.
+std::optional<Options> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "synclog-bench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int code = 0;
+  return parse_options(static_cast<int>(argv.size()), argv.data(), &code);
+}
+
+TEST(Cli, MetricsAxisMakesAnOnAndAnOffPointPerCombination) {
+  auto options =
+      parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync", "--mode",
+             "periodic,batch", "--size", "128", "--threads", "1,4", "--metrics", "on,off"});
+  ASSERT_TRUE(options.has_value());
+  const Plan plan = make_plan(*options, /*dry=*/true);
+  ASSERT_EQ(plan.points.size(), 8u);   // 2 modes x 2 metrics x 2 thread counts
+  std::map<std::string, int> on, off;  // label -> points
+  for (const auto& p : plan.points) {
+    const std::string config = p.config.to_string();
+    if (p.config.metrics) {
+      ++on[p.label()];
+      EXPECT_NE(p.axes.find("metrics=true"), std::string::npos) << p.axes;
+      EXPECT_NE(config.find("metrics=true"), std::string::npos) << config;
+    } else {
+      ++off[p.label()];
+      EXPECT_NE(p.axes.find("metrics=false"), std::string::npos) << p.axes;
+      EXPECT_NE(config.find("metrics=false"), std::string::npos) << config;
+    }
+  }
+  EXPECT_EQ(on.size(), 4u);
+  EXPECT_EQ(on, off);  // the same four combinations, once each
+
+  // Unset, the axis leaves Config's default alone: one point per combination.
+  options = parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync",
+                   "--mode", "batch", "--size", "128", "--threads", "1"});
+  ASSERT_TRUE(options.has_value());
+  const Plan one = make_plan(*options, /*dry=*/true);
+  ASSERT_EQ(one.points.size(), 1u);
+  EXPECT_TRUE(one.points[0].config.metrics);
+  EXPECT_EQ(one.points[0].axes.find("metrics"), std::string::npos);
+
+  auto r = run("--metrics sometimes --list");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--metrics"), std::string::npos) << r.out;
+}
+
+TEST(Report, MetricsPairsMatchPointsThatDifferOnlyInMetrics) {
+  auto row = [](size_t index, uint32_t threads, bool metrics, double ops) {
+    Row r;
+    r.index = index;
+    r.job = "default";
+    r.medium = "ram";
+    r.backend = "msync";
+    r.segment_kind = "mmap";
+    r.mode = "periodic";
+    r.size = "128B";
+    r.threads = threads;
+    r.status = "verified";
+    r.metrics = metrics;
+    r.config = std::string("mode=periodic,metrics=") + (metrics ? "true" : "false") + ",tail=pad";
+    r.ops_per_s = ops;
+    return r;
+  };
+  const std::vector<Row> rows{row(1, 1, true, 900), row(2, 4, true, 2000), row(3, 1, false, 1000),
+                              row(4, 4, false, 2000)};
+  const auto pairs = metrics_pairs(rows);
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].on, 1u);
+  EXPECT_EQ(pairs[0].off, 3u);
+  EXPECT_DOUBLE_EQ(pairs[0].ratio, 0.9);
+  EXPECT_NEAR(pairs[0].overhead_pct, 10.0, 1e-9);
+  EXPECT_EQ(pairs[1].on, 2u);
+  EXPECT_EQ(pairs[1].off, 4u);
+  EXPECT_NE(format_metrics_overhead(pairs).find("10.0%"), std::string::npos);
+  EXPECT_TRUE(metrics_pairs({rows[0], rows[1]}).empty());
+}
+
+// Captured from db_bench 7.8.3 (Debian rocksdb-tools), fillrandom --sync=true
+// --threads=4 --value_size=112 --duration=1 on ext4; the rate is all threads'.
+constexpr const char* kDbBenchOut = R"(Set seed to 1796047676913507 because --seed was 0
+Initializing RocksDB Options from the specified file
+Initializing RocksDB Options from command-line flags
+Integrated BlobDB: blob cache disabled
+Keys:       16 bytes each (+ 0 bytes user-defined timestamp)
+Values:     112 bytes each (56 bytes after compression)
+Entries:    1000000
+WARNING: Assertions are enabled; benchmarks unnecessarily slow
+------------------------------------------------
+DB path: [bench-data/dbtest/rocksdb-4]
+fillrandom   :     345.114 micros/op 11575 ops/sec 1.036 seconds 11996 operations;    1.4 MB/s
+)";
+
+TEST(RocksDb, ParsesDbBenchSummaryLine) {
+  double ops = 0, micros = 0;
+  EXPECT_EQ(parse_db_bench(kDbBenchOut, "fillrandom", &ops, &micros), "");
+  EXPECT_DOUBLE_EQ(ops, 11575);
+  EXPECT_DOUBLE_EQ(micros, 345.114);
+
+  // "fillrandom" alone in other lines, or another benchmark's line, is not it.
+  EXPECT_NE(parse_db_bench("fillrandomx : 1.0 micros/op 5 ops/sec\nDB path: [fillrandom]\n",
+                           "fillrandom", &ops, &micros)
+                .find("no 'fillrandom :' summary line"),
+            std::string::npos);
+  EXPECT_NE(parse_db_bench("fillrandom   : lots of micros/op\n", "fillrandom", &ops, &micros)
+                .find("cannot read"),
+            std::string::npos);
+}
+
+// The timed job of fio 3.33's --output-format=json for
+// fio-profiles/sync-write-fdatasync.fio (bs=2048), trimmed to what is read.
+constexpr const char* kFioJson = R"(note: both iodepth >= 1 and synchronous I/O engine are selected
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {"jobname" : "layout", "write" : {"iops" : 20.0, "bw_bytes" : 20971520,
+      "clat_ns" : {"mean" : 1000.0, "percentile" : {"99.000000" : 5000}}}},
+    {
+      "jobname" : "sync-write-fdatasync",
+      "write" : {
+        "iops" : 877.243,
+        "bw_bytes" : 1796593,
+        "clat_ns" : {"min" : 2023, "max" : 871246, "mean" : 44867.953303, "N" : 878,
+          "percentile" : {"50.000000" : 33536, "99.000000" : 222208, "99.900000" : 872448}}
+      },
+      "sync" : {
+        "total_ios" : 0,
+        "lat_ns" : {"min" : 58788, "max" : 8067382, "mean" : 1090699.752847, "N" : 878,
+          "percentile" : {"50.000000" : 112128, "99.000000" : 5013504, "99.900000" : 8093696}}
+      }
+    }
+  ]
+})";
+
+TEST(Fio, ParsesMeansAndP99s) {
+  FioRun r;
+  ASSERT_EQ(parse_fio_json(kFioJson, &r), "");
+  EXPECT_DOUBLE_EQ(r.iops, 877.243);
+  EXPECT_DOUBLE_EQ(r.bw_bytes, 1796593);
+  EXPECT_NEAR(r.write_lat_us, 44.868, 1e-3);
+  EXPECT_NEAR(r.sync_lat_us, 1090.700, 1e-3);
+  EXPECT_DOUBLE_EQ(r.write_p99_us, 222.208);
+  EXPECT_DOUBLE_EQ(r.sync_p99_us, 5013.504);
+
+  // A profile without fdatasync has no sync p99; a broken document is an error.
+  FioRun bw;
+  ASSERT_EQ(parse_fio_json(R"({"jobs":[{"write":{"iops":10,"bw_bytes":1e7,
+                              "clat_ns":{"mean":5000,"percentile":{"99.000000":9000}}}}]})",
+                           &bw),
+            "");
+  EXPECT_DOUBLE_EQ(bw.write_p99_us, 9.0);
+  EXPECT_EQ(bw.sync_p99_us, 0.0);
+  FioRun bad;
+  EXPECT_EQ(parse_fio_json(R"({"jobs":[]})", &bad), "fio's JSON holds no jobs");
+  EXPECT_NE(parse_fio_json("fio: no such file", &bad).find("cannot read fio's JSON"),
+            std::string::npos);
 }
 
 TEST(Cli, JobFileSectionsBecomeJobs) {
@@ -285,7 +450,7 @@ TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
   ShmDir dir("sweep");
   auto r = run("--media ram=" + dir.path().string() +
                " --threads 1,2 --duration 300ms --warmup 50ms --backend msync --mode batch"
-               " --size 128 --json --fio off --quiet");
+               " --size 128 --json --fio off --rocksdb off --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
 
   std::istringstream lines(r.out);

@@ -17,7 +17,15 @@ constexpr const char* kSyncWrite = "sync-write-fdatasync.fio";
 constexpr const char* kBandwidth = "large-block-bandwidth.fio";
 constexpr uint64_t kBandwidthBs = 1ull << 20;
 
-std::string quote(const std::string& s) {
+// fio prints percentiles as "99.000000": value in ns; 0 when absent.
+double p99_us(const nlohmann::json& lat) {
+  if (!lat.contains("percentile")) return 0;
+  return lat["percentile"].value("99.000000", 0.0) / 1e3;
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
@@ -37,7 +45,35 @@ std::string run_capture(const std::string& command, int* status) {
   return out;
 }
 
-}  // namespace
+bool wants_medium(const RunOptions& run, const MediumInfo& m) {
+  if (run.fio_media.empty()) return !m.memory;
+  for (const auto& n : run.fio_media) {
+    if (n == m.name) return true;
+  }
+  return false;
+}
+
+std::string parse_fio_json(std::string json, FioRun* r) {
+  json.erase(0, std::min(json.size(), json.find('{')));
+  try {
+    const auto doc = nlohmann::json::parse(json);
+    const auto& jobs = doc.at("jobs");
+    if (!jobs.is_array() || jobs.empty()) return "fio's JSON holds no jobs";
+    const auto& job = jobs.back();  // the timed job follows [layout]
+    const auto& w = job.at("write");
+    r->iops = w.at("iops").get<double>();
+    r->bw_bytes = w.at("bw_bytes").get<double>();
+    r->write_lat_us = w.at("clat_ns").at("mean").get<double>() / 1e3;
+    r->write_p99_us = p99_us(w.at("clat_ns"));
+    if (job.contains("sync") && job["sync"].contains("lat_ns")) {
+      r->sync_lat_us = job["sync"]["lat_ns"].value("mean", 0.0) / 1e3;
+      r->sync_p99_us = p99_us(job["sync"]["lat_ns"]);
+    }
+  } catch (const std::exception& e) {
+    return std::string("cannot read fio's JSON: ") + e.what();
+  }
+  return r->iops > 0 ? "" : "fio reported no writes";
+}
 
 bool fio_installed() {
   int status = 0;
@@ -55,10 +91,10 @@ FioRun run_fio(const std::filesystem::path& profile, const std::filesystem::path
   const auto out = raw_json.empty() ? dir / "fio.json" : raw_json;
   char runtime[32];
   std::snprintf(runtime, sizeof runtime, "%.0fms", std::max(1.0, runtime_s * 1000));
-  const std::string cmd = "FIO_DIR=" + quote(dir.string()) + " FIO_BS=" + std::to_string(bs) +
+  const std::string cmd = "FIO_DIR=" + shell_quote(dir.string()) + " FIO_BS=" + std::to_string(bs) +
                           " FIO_SIZE=16m FIO_RUNTIME=" + runtime +
-                          " fio --output-format=json --output=" + quote(out.string()) + " " +
-                          quote(profile.string()) + " 2>&1";
+                          " fio --output-format=json --output=" + shell_quote(out.string()) + " " +
+                          shell_quote(profile.string()) + " 2>&1";
   int status = 0;
   const std::string text = run_capture(cmd, &status);
   std::ifstream in(out);
@@ -68,24 +104,8 @@ FioRun run_fio(const std::filesystem::path& profile, const std::filesystem::path
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string json = ss.str();
-  // fio may print notes before the JSON document.
-  json.erase(0, std::min(json.size(), json.find('{')));
-  try {
-    const auto doc = nlohmann::json::parse(json);
-    const auto& job = doc.at("jobs").back();  // the timed job follows [layout]
-    const auto& w = job.at("write");
-    r.iops = w.at("iops").get<double>();
-    r.bw_bytes = w.at("bw_bytes").get<double>();
-    r.write_lat_us = w.at("clat_ns").at("mean").get<double>() / 1e3;
-    if (job.contains("sync") && job["sync"].contains("lat_ns")) {
-      r.sync_lat_us = job["sync"]["lat_ns"].value("mean", 0.0) / 1e3;
-    }
-    r.ok = r.iops > 0;
-    if (!r.ok) r.error = "fio reported no writes";
-  } catch (const std::exception& e) {
-    r.error = std::string("cannot read fio's JSON: ") + e.what();
-  }
+  r.error = parse_fio_json(ss.str(), &r);
+  r.ok = r.error.empty();
   if (raw_json.empty()) std::filesystem::remove(out, ec);
   return r;
 }
@@ -98,13 +118,7 @@ FioCeilings::~FioCeilings() {
   for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ec);
 }
 
-bool FioCeilings::wants(const MediumInfo& m) const {
-  if (run_.fio_media.empty()) return !m.memory;
-  for (const auto& n : run_.fio_media) {
-    if (n == m.name) return true;
-  }
-  return false;
-}
+bool FioCeilings::wants(const MediumInfo& m) const { return wants_medium(run_, m); }
 
 std::optional<FioRatio> FioCeilings::measure(
     const Row& row, const MediumInfo& medium,
@@ -158,10 +172,19 @@ std::optional<FioRatio> FioCeilings::measure(
     q.unit = "op/s";
     q.engine = row.ops_per_s;
     q.ceiling = row.threads * f->iops;
-    char b[160];
+    char b[256];
     std::snprintf(b, sizeof b, "%u x %.0f write+fdatasync rounds/s at %s", row.threads, f->iops,
                   format_bytes(bs).c_str());
     q.basis = b;
+    if (f->write_p99_us > 0 && f->sync_p99_us > 0) {
+      q.engine_p99_us = row.p99_us;
+      q.round_p99_us = f->write_p99_us + f->sync_p99_us;
+      q.p99_ratio = q.engine_p99_us / q.round_p99_us;
+      std::snprintf(b, sizeof b,
+                    "; round p99 ~ write p99 %.0f + fdatasync p99 %.0f us (upper-bound estimate)",
+                    f->write_p99_us, f->sync_p99_us);
+      q.basis += b;
+    }
   }
   q.ratio = q.ceiling > 0 ? q.engine / q.ceiling : 0;
   ratios_.push_back(q);
@@ -177,13 +200,18 @@ std::string format_ratios(const std::vector<FioRatio>& ratios, const std::vector
            "\n";
   }
   if (ratios.empty()) return s;
-  std::snprintf(line, sizeof line, "%-3s %-34s %12s %12s %6s  %s\n", "#", "point", "engine",
-                "fio ceiling", "ratio", "ceiling from");
+  std::snprintf(line, sizeof line, "%-3s %-34s %12s %12s %6s | %9s %9s %6s | %s\n", "#", "point",
+                "engine", "fio ceiling", "ratio", "p99 us", "round p99", "ratio", "ceiling from");
   s += line;
   for (const auto& r : ratios) {
-    std::snprintf(line, sizeof line, "%-3zu %-34s %7.0f %-4s %7.0f %-4s %6.2f  %s\n", r.point,
+    char p99[64] = "        -         -      -";
+    if (r.round_p99_us > 0) {
+      std::snprintf(p99, sizeof p99, "%9.0f %9.0f %6.2f", r.engine_p99_us, r.round_p99_us,
+                    r.p99_ratio);
+    }
+    std::snprintf(line, sizeof line, "%-3zu %-34s %7.0f %-4s %7.0f %-4s %6.2f | %s | %s\n", r.point,
                   r.label.c_str(), r.engine, r.unit.c_str(), r.ceiling, r.unit.c_str(), r.ratio,
-                  r.basis.c_str());
+                  p99, r.basis.c_str());
     s += line;
   }
   return s;

@@ -5,6 +5,8 @@
 //   commit T records per write+fdatasync round, and a round writes T x the
 //   record size. So ceiling op/s = T x (rounds/s of fio's sync-write profile
 //   at bs = T x record bytes, on already-written blocks: overwrite=1).
+//   Their append p99 is set against one round's p99, estimated from above
+//   as fio's write completion p99 + fdatasync p99.
 // - periodic: appends do not wait, so the ceiling is sequential bandwidth
 //   (the large-block profile); the ratio is engine MB/s / fio MB/s.
 //
@@ -37,6 +39,8 @@ struct FioRun {
   double bw_bytes = 0;      // bytes/s
   double write_lat_us = 0;  // mean completion latency of a write
   double sync_lat_us = 0;   // mean fdatasync/msync latency (0 when none)
+  double write_p99_us = 0;  // p99 of write completion latency (clat_ns)
+  double sync_p99_us = 0;   // p99 of fdatasync latency (sync.lat_ns; 0 when none)
 };
 
 struct FioRatio {
@@ -48,9 +52,29 @@ struct FioRatio {
   double ceiling = 0;
   double ratio = 0;
   std::string basis;  // how the ceiling was derived
+  // Sync-write ceilings only (unit op/s): the point's append p99 against one
+  // write+fdatasync round's p99, estimated from above as fio's write p99 +
+  // fdatasync p99 (the two tails need not fall in the same round).
+  double engine_p99_us = 0;
+  double round_p99_us = 0;  // 0: none
+  double p99_ratio = 0;     // engine / round
 };
 
 bool fio_installed();
+
+// Whether fio (and db_bench, rocksdb.h) run on a medium: the names in
+// --fio-media, or when that is empty every medium that is not memory.
+bool wants_medium(const RunOptions& run, const MediumInfo& m);
+
+// Running external tools: a word quoted for /bin/sh, and a command's stdout
+// (*status: pclose's; -1 if it could not start).
+std::string shell_quote(const std::string& s);
+std::string run_capture(const std::string& command, int* status);
+
+// Reads fio's --output-format=json document (notes before the '{' are
+// skipped) into *r: the last job's write IOPS, bandwidth, mean and p99
+// latencies. Returns an error, or "" on success.
+std::string parse_fio_json(std::string json, FioRun* r);
 
 FioRun run_fio(const std::filesystem::path& profile, const std::filesystem::path& dir, uint64_t bs,
                double runtime_s, const std::filesystem::path& raw_json);

@@ -56,6 +56,11 @@ constexpr Key kKeys[] = {
      Scope::job},
     {"queue-depth", "", "LIST", "Config queue_depth values (uring, aio); default: Config's",
      Scope::job},
+    {"metrics", "", "LIST",
+     "Config metrics values (on, off): sweep with the log's latency histograms and append "
+     "counters on and off; pairs that differ only in metrics get an overhead line at the end; "
+     "default: Config's (on)",
+     Scope::job},
     {"config", "", "KEY=V,...",
      "Any other Config keys for every point, e.g. interval=5ms,prezero=false (docs/config.md); "
      "errors name the key",
@@ -80,7 +85,8 @@ constexpr Key kKeys[] = {
      "notes 'capped'",
      Scope::job},
     {"out", "", "DIR",
-     "Write results.jsonl, results.csv, table.txt, fio/*.json and plots (plot-*.png) here",
+     "Write results.jsonl, results.csv, table.txt, fio/*.json, rocksdb/*.txt and plots "
+     "(plot-*.png) here",
      Scope::run},
     {"json", "", "", "Print JSON lines on stdout instead of the table", Scope::run, true},
     {"csv", "", "", "Print CSV on stdout instead of the table", Scope::run, true},
@@ -90,12 +96,27 @@ constexpr Key kKeys[] = {
     {"fio", "auto", "auto|on|off",
      "Measure fio's raw ceiling on --fio-media right after each batch/group point (sync-write "
      "at T x record size) and once per medium for periodic points (bandwidth), and print "
-     "engine/fio ratios at the end (auto: when fio is installed)",
+     "engine/fio ratios at the end; for batch/group also the append p99 against fio's write "
+     "p99 + fdatasync p99 (auto: when fio is installed)",
      Scope::run},
     {"fio-profiles", SYNCLOG_FIO_PROFILES, "DIR", "Where the fio job files are", Scope::run},
     {"fio-runtime", "1s", "TIME", "Runtime of each fio job", Scope::run},
     {"fio-media", "", "NAME,...",
-     "Media to run fio on; default: every medium that is not memory (tmpfs, ramfs)", Scope::run},
+     "Media to run fio and db_bench (--rocksdb) on; default: every medium that is not "
+     "memory (tmpfs, ramfs)",
+     Scope::run},
+    {"rocksdb", "auto", "auto|on|off",
+     "RocksDB baseline for verified batch points on --fio-media: once per (medium, threads, "
+     "record size) runs `db_bench --benchmarks=fillrandom --sync=true --threads=T --key_size=16 "
+     "--value_size=<record size - 16, at least 1> --compression_type=none "
+     "--disable_auto_compactions=true --db=<medium dir>/synclog-bench-<pid>/rocksdb-T "
+     "--num=1000000 --duration=<--rocksdb-runtime, whole seconds> "
+     "--ops_between_duration_checks=10 --histogram=false --statistics=false`, removes the "
+     "database, and prints engine op/s / RocksDB op/s; stdout saved in --out/rocksdb/ (auto: "
+     "when db_bench is on PATH; Debian package rocksdb-tools)",
+     Scope::run},
+    {"rocksdb-runtime", "1s", "TIME",
+     "db_bench's --duration, rounded up to whole seconds (at least 1)", Scope::run},
     {"budget", "3m", "TIME",
      "duration=auto: the sweep's wall time, spread over the runnable points after their warmup, "
      "about 0.45s each of open, close and verification, and the fio runs",
@@ -107,8 +128,8 @@ constexpr Key kKeys[] = {
 
 constexpr const char* kFooter = R"(
 Lists are comma-separated; every combination of media x backend x segment-kind x mode x size x
-segment-size x sync-threads x queue-depth x threads is one point. Sizes take B, KiB (k), MiB (m),
-GiB (g); times take us, ms, s.
+segment-size x sync-threads x queue-depth x metrics x threads is one point. Sizes take B, KiB (k),
+MiB (m), GiB (g); times take us, ms, s.
 
 Job file (like fio): an INI file whose keys are the flag names without dashes.
   [global]
@@ -337,6 +358,11 @@ JobOptions make_job(const std::string& name, const Values& values) {
   job.segment_sizes = as_config_list("segment-size", get("segment-size"), "segment_size");
   job.sync_threads = as_config_list("sync-threads", get("sync-threads"), "sync_threads");
   job.queue_depths = as_config_list("queue-depth", get("queue-depth"), "queue_depth");
+  for (const auto& item : as_config_list("metrics", get("metrics"), "metrics")) {
+    synclog::Config c;
+    (void)c.set("metrics", item);  // checked above
+    job.metrics.push_back(c.metrics ? "true" : "false");
+  }
   {
     const Value& v = get("config");
     job.config = v.text;
@@ -382,6 +408,8 @@ RunOptions make_run(const Values& values) {
   run.fio_profiles = get("fio-profiles").text;
   run.fio_runtime_s = as_seconds("fio-runtime", get("fio-runtime"), false);
   run.fio_media = split(get("fio-media").text);
+  run.rocksdb = as_choice("rocksdb", get("rocksdb"), {"auto", "on", "off"});
+  run.rocksdb_runtime_s = as_seconds("rocksdb-runtime", get("rocksdb-runtime"), false);
   run.budget_s = as_seconds("budget", get("budget"), false);
   run.keep = as_bool("keep", get("keep"));
   run.list = as_bool("list", get("list"));

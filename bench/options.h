@@ -42,6 +42,7 @@ struct JobOptions {
   std::vector<std::string> segment_sizes;  // Config values; empty: Config default
   std::vector<std::string> sync_threads;   // "
   std::vector<std::string> queue_depths;   // "
+  std::vector<std::string> metrics;        // "true", "false"; empty: Config default
   std::string config;                      // more Config keys: "interval=5ms,prezero=false"
   std::optional<double> duration_s;        // nullopt: auto (the run's budget spread over points)
   uint64_t ops = 0;                        // > 0: a fixed op count per point instead
@@ -59,8 +60,10 @@ struct RunOptions {
   std::filesystem::path fio_profiles;
   double fio_runtime_s = 1;
   std::vector<std::string> fio_media;  // medium names; empty: every medium that is not memory
-  double budget_s = 180;               // duration=auto: wall seconds for the sweep's points
-  double min_duration_s = 0.75;        // duration=auto clamps each point to [min, max]
+  std::string rocksdb = "auto";        // auto | on | off: db_bench baseline on the fio media
+  double rocksdb_runtime_s = 1;
+  double budget_s = 180;         // duration=auto: wall seconds for the sweep's points
+  double min_duration_s = 0.75;  // duration=auto clamps each point to [min, max]
   double max_duration_s = 4;
   bool keep = false;   // keep each point's log directory
   bool list = false;   // print the planned points and exit

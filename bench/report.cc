@@ -21,7 +21,13 @@ Row base_row(const Point& p) {
   r.size_max = p.size.max;
   r.threads = p.threads;
   r.config = p.config.to_string();
+  r.metrics = p.config.metrics;
   return r;
+}
+
+std::string label_of(const Row& r) {
+  return r.medium + " " + r.backend + "/" + r.segment_kind + " " + r.mode + " " + r.size + " x" +
+         std::to_string(r.threads);
 }
 
 std::string fmt(const char* f, double v) {
@@ -67,9 +73,15 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v) {
   r.p99_us = h.percentile(0.99) / 1e3;
   r.p999_us = h.percentile(0.999) / 1e3;
   r.max_us = h.max() / 1e3;
-  r.syncs = m.syncs;
-  r.syncs_per_s = m.elapsed_s > 0 ? m.syncs / m.elapsed_s : 0;
-  r.records_per_sync = m.syncs > 0 ? static_cast<double>(m.ops) / m.syncs : 0;
+  // Config metrics=false leaves the append counters and histograms at 0;
+  // syncs are counted regardless (docs/config.md), but should a build stop
+  // counting them too, show "-" rather than a misleading 0.
+  r.syncs_known = p.config.metrics || m.sync.count > 0;
+  if (r.syncs_known) {
+    r.syncs = m.syncs;
+    r.syncs_per_s = m.elapsed_s > 0 ? m.syncs / m.elapsed_s : 0;
+    r.records_per_sync = m.syncs > 0 ? static_cast<double>(m.ops) / m.syncs : 0;
+  }
   r.cpu_user_pct = m.cpu_user_pct;
   r.cpu_sys_pct = m.cpu_sys_pct;
   r.errors = m.errors;
@@ -87,6 +99,7 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v) {
   // Notes explain a row's tail: stalls behind segment allocation or a
   // lagging periodic sync, a window cut short, a window with no appends.
   std::vector<std::string> notes;
+  if (!p.config.metrics) notes.push_back("metrics off");
   if (m.capped) notes.push_back("capped at --max-bytes after " + fmt("%.2fs", m.elapsed_s));
   if (m.ops == 0) notes.push_back("no append completed in the window: the log stalled");
   if (m.allocation_stalls > 0) {
@@ -129,6 +142,50 @@ Row make_skip_row(const Skip& s) {
   return r;
 }
 
+std::vector<MetricsPair> metrics_pairs(const std::vector<Row>& rows) {
+  // Rows that differ only in Config metrics share this key.
+  auto key = [](const Row& r) {
+    std::string c = r.config;
+    for (const char* m : {"metrics=true", "metrics=false"}) {
+      if (size_t at = c.find(m); at != std::string::npos) c.erase(at, std::string(m).size());
+    }
+    return r.job + "|" + r.medium + "|" + r.size + "|" + std::to_string(r.threads) + "|" + c;
+  };
+  std::vector<MetricsPair> pairs;
+  for (const auto& on : rows) {
+    if (on.status != "verified" || !on.metrics) continue;
+    const std::string k = key(on);
+    for (const auto& off : rows) {
+      if (off.status != "verified" || off.metrics || key(off) != k) continue;
+      MetricsPair p;
+      p.on = on.index;
+      p.off = off.index;
+      p.label = label_of(on);
+      p.on_ops = on.ops_per_s;
+      p.off_ops = off.ops_per_s;
+      p.ratio = off.ops_per_s > 0 ? on.ops_per_s / off.ops_per_s : 0;
+      p.overhead_pct = (1 - p.ratio) * 100;
+      pairs.push_back(p);
+      break;
+    }
+  }
+  return pairs;
+}
+
+std::string format_metrics_overhead(const std::vector<MetricsPair>& pairs) {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-3s %-3s %-34s %10s %10s %6s  %s\n", "on", "off", "point",
+                "on op/s", "off op/s", "on/off", "metrics overhead");
+  s += line;
+  for (const auto& p : pairs) {
+    std::snprintf(line, sizeof line, "%-3zu %-3zu %-34s %10.0f %10.0f %6.3f  %.1f%%\n", p.on, p.off,
+                  p.label.c_str(), p.on_ops, p.off_ops, p.ratio, p.overhead_pct);
+    s += line;
+  }
+  return s;
+}
+
 std::string table_header() {
   char buf[512];
   std::snprintf(buf, sizeof buf,
@@ -160,10 +217,10 @@ std::string table_row(const Row& r) {
   if (r.status != "verified") return head + std::string("FAILED: ") + r.message + "\n";
   char body[320];
   std::snprintf(body, sizeof body,
-                "%9.0f %7s | %8s %8s %8s %8s %8s %8s | %8.0f %7s | %5.0f %5.0f | %3llu | verified",
+                "%9.0f %7s | %8s %8s %8s %8s %8s %8s | %8s %7s | %5.0f %5.0f | %3llu | verified",
                 r.ops_per_s, num(r.mb_per_s).c_str(), num(r.mean_us).c_str(), num(r.p50_us).c_str(),
                 num(r.p95_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(),
-                num(r.max_us).c_str(), r.syncs_per_s,
+                num(r.max_us).c_str(), r.syncs_known ? fmt("%.0f", r.syncs_per_s).c_str() : "-",
                 r.records_per_sync > 0 ? num(r.records_per_sync).c_str() : "-", r.cpu_user_pct,
                 r.cpu_sys_pct, static_cast<unsigned long long>(r.errors));
   std::string line = head + std::string(body);
@@ -198,9 +255,14 @@ nlohmann::json to_json(const Row& r) {
   j["mb_per_s"] = r.mb_per_s;
   j["latency_us"] = {{"mean", r.mean_us}, {"p50", r.p50_us},    {"p95", r.p95_us},
                      {"p99", r.p99_us},   {"p99.9", r.p999_us}, {"max", r.max_us}};
-  j["syncs"] = r.syncs;
-  j["syncs_per_s"] = r.syncs_per_s;
-  j["records_per_sync"] = r.records_per_sync;
+  j["metrics"] = r.metrics;
+  if (r.syncs_known) {
+    j["syncs"] = r.syncs;
+    j["syncs_per_s"] = r.syncs_per_s;
+    j["records_per_sync"] = r.records_per_sync;
+  } else {
+    j["syncs"] = j["syncs_per_s"] = j["records_per_sync"] = nullptr;
+  }
   j["padding_bytes"] = r.padding_bytes;
   j["backend_in_use"] = r.backend_in_use;
   j["block_size"] = r.block_size;
@@ -215,7 +277,12 @@ nlohmann::json to_json(const Row& r) {
                 {"ceiling", r.fio_ceiling},
                 {"ratio", r.fio_ratio},
                 {"basis", r.fio_basis}};
+    if (r.fio_round_p99_us > 0) {
+      j["fio"]["round_p99_us"] = r.fio_round_p99_us;
+      j["fio"]["p99_ratio"] = r.fio_p99_ratio;
+    }
   }
+  if (r.rocksdb_ops > 0) j["rocksdb"] = {{"ops_per_s", r.rocksdb_ops}, {"ratio", r.rocksdb_ratio}};
   j["segments_released"] = r.segments_released;
   j["capped"] = r.capped;
   return j;
@@ -226,7 +293,8 @@ std::string csv_header() {
          "threads,status,message,elapsed_s,ops,ops_per_s,mb_per_s,mean_us,p50_us,p95_us,p99_us,"
          "p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,cpu_sys_pct,errors,"
          "lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_p99_us,capped,"
-         "verified_records,fio_unit,fio_ceiling,fio_ratio,config\n";
+         "verified_records,fio_unit,fio_ceiling,fio_ratio,fio_round_p99_us,fio_p99_ratio,"
+         "rocksdb_ops,rocksdb_ratio,metrics,config\n";
 }
 
 std::string csv_row(const Row& r) {
@@ -247,27 +315,20 @@ std::string csv_row(const Row& r) {
   add(std::to_string(r.threads));
   add(r.status);
   add(r.message);
-  for (double v : {r.elapsed_s,
-                   static_cast<double>(r.ops),
-                   r.ops_per_s,
-                   r.mb_per_s,
-                   r.mean_us,
-                   r.p50_us,
-                   r.p95_us,
-                   r.p99_us,
-                   r.p999_us,
-                   r.max_us,
-                   static_cast<double>(r.syncs),
-                   r.syncs_per_s,
-                   r.records_per_sync,
-                   r.cpu_user_pct,
-                   r.cpu_sys_pct,
-                   static_cast<double>(r.errors),
-                   static_cast<double>(r.lag_blocked),
-                   static_cast<double>(r.allocation_stalls),
-                   static_cast<double>(r.padding_bytes),
-                   r.sync_mean_us,
-                   r.sync_p99_us}) {
+  for (double v : {r.elapsed_s, static_cast<double>(r.ops), r.ops_per_s, r.mb_per_s, r.mean_us,
+                   r.p50_us, r.p95_us, r.p99_us, r.p999_us, r.max_us}) {
+    addn(v);
+  }
+  for (double v : {static_cast<double>(r.syncs), r.syncs_per_s, r.records_per_sync}) {
+    if (r.syncs_known) {
+      addn(v);
+    } else {
+      add("");
+    }
+  }
+  for (double v : {r.cpu_user_pct, r.cpu_sys_pct, static_cast<double>(r.errors),
+                   static_cast<double>(r.lag_blocked), static_cast<double>(r.allocation_stalls),
+                   static_cast<double>(r.padding_bytes), r.sync_mean_us, r.sync_p99_us}) {
     addn(v);
   }
   add(r.capped ? "true" : "false");
@@ -275,6 +336,11 @@ std::string csv_row(const Row& r) {
   add(r.fio_unit);
   add(r.fio_unit.empty() ? "" : fmt("%.6g", r.fio_ceiling));
   add(r.fio_unit.empty() ? "" : fmt("%.4g", r.fio_ratio));
+  add(r.fio_round_p99_us > 0 ? fmt("%.6g", r.fio_round_p99_us) : "");
+  add(r.fio_round_p99_us > 0 ? fmt("%.4g", r.fio_p99_ratio) : "");
+  add(r.rocksdb_ops > 0 ? fmt("%.6g", r.rocksdb_ops) : "");
+  add(r.rocksdb_ops > 0 ? fmt("%.4g", r.rocksdb_ratio) : "");
+  add(r.index ? (r.metrics ? "true" : "false") : "");
   add(r.config);
   return s + "\n";
 }

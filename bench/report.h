@@ -32,6 +32,8 @@ struct Row {
   double ops_per_s = 0;
   double mb_per_s = 0;  // payload bytes, 10^6 per MB
   double mean_us = 0, p50_us = 0, p95_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+  bool metrics = true;      // the point's Config metrics
+  bool syncs_known = true;  // false: metrics off and the log counted no syncs
   uint64_t syncs = 0;
   double syncs_per_s = 0;
   double records_per_sync = 0;
@@ -52,6 +54,21 @@ struct Row {
   double fio_ceiling = 0;
   double fio_ratio = 0;
   std::string fio_basis;
+  double fio_round_p99_us = 0;  // sync-write ceilings: fio write p99 + fdatasync p99; 0: none
+  double fio_p99_ratio = 0;     // p99_us / fio_round_p99_us
+
+  // RocksDB baseline (rocksdb.h), batch points: db_bench's durable op/s.
+  double rocksdb_ops = 0;  // 0: none
+  double rocksdb_ratio = 0;
+};
+
+// Two verified rows that differ only in Config metrics (--metrics on,off).
+struct MetricsPair {
+  size_t on = 0, off = 0;  // row indexes
+  std::string label;
+  double on_ops = 0, off_ops = 0;
+  double ratio = 0;         // on_ops / off_ops
+  double overhead_pct = 0;  // (1 - ratio) x 100: throughput lost to metrics
 };
 
 Row make_row(const Point& p, const Measurement& m, const Verification& v);
@@ -61,6 +78,8 @@ Row make_skip_row(const Skip& s);
 std::string table_header();
 std::string table_row(const Row& r);
 nlohmann::json to_json(const Row& r);
+std::vector<MetricsPair> metrics_pairs(const std::vector<Row>& rows);
+std::string format_metrics_overhead(const std::vector<MetricsPair>& pairs);
 std::string csv_header();
 std::string csv_row(const Row& r);
 

@@ -25,10 +25,24 @@ bool fits(const std::string& backend, const std::string& kind) {
   return own.empty() || own == kind;
 }
 
-// Each axis as a list with one empty entry when unset, so the loops below
-// still run once and the key is left at its default.
-std::vector<std::string> or_unset(const std::vector<std::string>& v) {
-  return v.empty() ? std::vector<std::string>{""} : v;
+// The Config-key axes (--segment-size, --sync-threads, --queue-depth,
+// --metrics) crossed: one ",key=value,..." suffix per combination, the last
+// axis varying fastest. An unset axis leaves its key at Config's default.
+std::vector<std::string> key_axes(const JobOptions& job) {
+  std::vector<std::string> out{""};
+  auto cross = [&](const char* key, const std::vector<std::string>& values) {
+    if (values.empty()) return;
+    std::vector<std::string> next;
+    for (const auto& prefix : out) {
+      for (const auto& v : values) next.push_back(prefix + "," + key + "=" + v);
+    }
+    out = std::move(next);
+  };
+  cross("segment_size", job.segment_sizes);
+  cross("sync_threads", job.sync_threads);
+  cross("queue_depth", job.queue_depths);
+  cross("metrics", job.metrics);
+  return out;
 }
 
 }  // namespace
@@ -83,49 +97,41 @@ Plan make_plan(const Options& options, bool dry) {
           }
           for (const auto& mode : job.modes) {
             for (const auto& size : job.sizes) {
-              for (const auto& seg : or_unset(job.segment_sizes)) {
-                for (const auto& st : or_unset(job.sync_threads)) {
-                  for (const auto& qd : or_unset(job.queue_depths)) {
-                    std::string axes = "backend=" + backend;
-                    if (!kind.empty()) axes += ",segment_kind=" + kind;
-                    axes += ",mode=" + mode;
-                    if (!seg.empty()) axes += ",segment_size=" + seg;
-                    if (!st.empty()) axes += ",sync_threads=" + st;
-                    if (!qd.empty()) axes += ",queue_depth=" + qd;
-                    auto config = synclog::Config::parse(job.config + "," + axes);
-                    if (!config)
-                      throw std::runtime_error("job " + job.name + ": " + config.error().message);
-                    config->dir = medium->dir;
-                    if (auto r = config->validate(); !r) {
-                      throw std::runtime_error("job " + job.name + ", " + axes + ": " +
-                                               r.error().message);
-                    }
-                    if (size.max > config->max_record_size()) {
-                      throw std::runtime_error("job " + job.name + ": --size " + size.label() +
-                                               " exceeds the largest record (" +
-                                               std::to_string(config->max_record_size()) +
-                                               " bytes, half of segment_size " +
-                                               std::to_string(config->segment_size) + ")");
-                    }
-                    for (uint32_t threads : job.threads) {
-                      Point p;
-                      p.job = job.name;
-                      p.medium = medium;
-                      p.backend = backend;
-                      p.segment_kind = synclog::to_string(config->segment_kind);
-                      p.mode = mode;
-                      p.threads = threads;
-                      p.size = size;
-                      p.config = *config;
-                      p.axes = axes;
-                      p.duration_s = job.duration_s.value_or(0);
-                      p.ops = job.ops;
-                      p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
-                      p.max_bytes = job.max_bytes;
-                      p.retain = job.retain;
-                      plan.points.push_back(std::move(p));
-                    }
-                  }
+              for (const auto& keys : key_axes(job)) {
+                std::string axes = "backend=" + backend;
+                if (!kind.empty()) axes += ",segment_kind=" + kind;
+                axes += ",mode=" + mode + keys;
+                auto config = synclog::Config::parse(job.config + "," + axes);
+                if (!config)
+                  throw std::runtime_error("job " + job.name + ": " + config.error().message);
+                config->dir = medium->dir;
+                if (auto r = config->validate(); !r) {
+                  throw std::runtime_error("job " + job.name + ", " + axes + ": " +
+                                           r.error().message);
+                }
+                if (size.max > config->max_record_size()) {
+                  throw std::runtime_error(
+                      "job " + job.name + ": --size " + size.label() +
+                      " exceeds the largest record (" + std::to_string(config->max_record_size()) +
+                      " bytes, half of segment_size " + std::to_string(config->segment_size) + ")");
+                }
+                for (uint32_t threads : job.threads) {
+                  Point p;
+                  p.job = job.name;
+                  p.medium = medium;
+                  p.backend = backend;
+                  p.segment_kind = synclog::to_string(config->segment_kind);
+                  p.mode = mode;
+                  p.threads = threads;
+                  p.size = size;
+                  p.config = *config;
+                  p.axes = axes;
+                  p.duration_s = job.duration_s.value_or(0);
+                  p.ops = job.ops;
+                  p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
+                  p.max_bytes = job.max_bytes;
+                  p.retain = job.retain;
+                  plan.points.push_back(std::move(p));
                 }
               }
             }

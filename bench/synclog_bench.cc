@@ -3,23 +3,28 @@
 //
 // Flow: parse options (options.h) -> plan the points and probe the backends
 // (sweep.h) -> for each point run it (runner.h) and verify it (verify.h) ->
-// fio ceilings and ratios (fio.h) -> plots (plot.h). Rows go out as they
-// complete (report.h): the table on stdout, or JSON lines / CSV.
+// fio ceilings and ratios (fio.h), RocksDB baselines (rocksdb.h) -> plots
+// (plot.h). Rows go out as they complete (report.h): the table on stdout, or
+// JSON lines / CSV.
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "fio.h"
 #include "options.h"
 #include "plot.h"
 #include "report.h"
+#include "rocksdb.h"
 #include "runner.h"
 #include "sweep.h"
 #include "units.h"
@@ -132,22 +137,37 @@ int run_sweep(const Options& options) {
   auto fio_cost = [&](const Point& p) {
     return fio && fio->wants(*p.medium) && p.mode != "periodic" ? run.fio_runtime_s + 0.4 : 0.0;
   };
+  const bool rocksdb_on = run.rocksdb == "on" || (run.rocksdb == "auto" && db_bench_installed());
+  if (run.rocksdb == "on" && !db_bench_installed()) {
+    throw std::runtime_error(
+        "--rocksdb on, but db_bench is not on PATH (apt-get install rocksdb-tools)");
+  }
+  std::optional<RocksBaseline> rocksdb;
+  if (rocksdb_on) rocksdb.emplace(run, work);
   double fio_s = 0;
   for (const auto& p : plan.points) fio_s += fio_cost(p);
-  assign_durations(plan, options, fio_s);
+  // One db_bench run per (medium, threads, record size) of batch points;
+  // --duration is whole seconds, and opening the database takes ~0.3 s.
+  double rocksdb_s = 0;
+  std::set<std::tuple<const MediumInfo*, uint32_t, double>> baselines;
+  for (const auto& p : plan.points) {
+    if (rocksdb && rocksdb->wants(p.mode, *p.medium) &&
+        baselines.insert({p.medium, p.threads, p.size.mean()}).second) {
+      rocksdb_s += std::max(1.0, std::ceil(run.rocksdb_runtime_s)) + 0.3;
+    }
+  }
+  assign_durations(plan, options, fio_s + rocksdb_s);
 
   Output out(run);
   const nlohmann::json machine = machine_info();
-  double planned_s = 0;
+  double planned_s = rocksdb_s;
   for (const auto& p : plan.points) {
     planned_s += (p.ops > 0 ? 1 : p.duration_s + p.warmup_s) + kPointOverhead + fio_cost(p);
   }
   {
-    nlohmann::json j{{"type", "run"},
-                     {"machine", machine},
-                     {"points", plan.points.size()},
-                     {"fio", fio_on},
-                     {"skipped_backends", plan.skips.size()}};
+    nlohmann::json j{
+        {"type", "run"}, {"machine", machine},    {"points", plan.points.size()},
+        {"fio", fio_on}, {"rocksdb", rocksdb_on}, {"skipped_backends", plan.skips.size()}};
     for (const auto& m : plan.media) {
       j["media"].push_back(
           {{"name", m.name},
@@ -220,8 +240,11 @@ int run_sweep(const Options& options) {
         row.fio_ceiling = q->ceiling;
         row.fio_ratio = q->ratio;
         row.fio_basis = q->basis;
+        row.fio_round_p99_us = q->round_p99_us;
+        row.fio_p99_ratio = q->p99_ratio;
       }
     }
+    if (rocksdb) rocksdb->measure(&row, *p.medium, [&](const std::string& s) { progress(run, s); });
     rows.push_back(row);
     out.row(row);
     if (row.status != "verified") {
@@ -255,18 +278,63 @@ int run_sweep(const Options& options) {
                 {"iops", r.iops},
                 {"bw_bytes", r.bw_bytes},
                 {"write_lat_us", r.write_lat_us},
-                {"sync_lat_us", r.sync_lat_us}});
+                {"sync_lat_us", r.sync_lat_us},
+                {"write_p99_us", r.write_p99_us},
+                {"sync_p99_us", r.sync_p99_us}});
     }
     if (!fio->runs().empty()) {
       out.text("\nengine / fio ceiling (fio " + format_seconds(run.fio_runtime_s) +
                " right after each batch point, on already-written blocks; 1.00 = the raw "
-               "pattern's rate):\n" +
+               "pattern's rate; p99: the point's append p99 against one write+fdatasync round's, "
+               "estimated as fio's write p99 + fdatasync p99):\n" +
                format_ratios(fio->ratios(), fio->runs()));
     } else if (failure.empty()) {
       out.text(
           "\nfio: no verified point on a medium chosen for fio (--fio-media; memory media "
           "are left out by default)\n");
     }
+  }
+
+  if (rocksdb) {
+    for (const auto& r : rocksdb->runs()) {
+      out.json({{"type", "rocksdb"},
+                {"medium", r.medium},
+                {"threads", r.threads},
+                {"record_size", r.record},
+                {"value_size", r.value_size},
+                {"command", r.command},
+                {"raw", r.raw.string()},
+                {"ok", r.ok},
+                {"error", r.error},
+                {"ops_per_s", r.ops_per_s},
+                {"micros_per_op", r.micros_per_op}});
+    }
+    if (!rocksdb->runs().empty()) {
+      out.text(
+          "\nengine / RocksDB (db_bench fillrandom --sync=true, same threads and record size "
+          "incl. a 16-byte key, no compression; 1.00 = RocksDB's durable write rate):\n" +
+          format_rocksdb(rows, rocksdb->runs()));
+    } else if (failure.empty() && run.rocksdb == "on") {
+      out.text(
+          "\nrocksdb: no verified batch point on a medium chosen for db_bench (--fio-media; "
+          "memory media are left out by default)\n");
+    }
+  }
+
+  if (const auto pairs = metrics_pairs(rows); !pairs.empty()) {
+    for (const auto& p : pairs) {
+      out.json({{"type", "metrics_overhead"},
+                {"on", p.on},
+                {"off", p.off},
+                {"on_ops_per_s", p.on_ops},
+                {"off_ops_per_s", p.off_ops},
+                {"ratio", p.ratio},
+                {"overhead_pct", p.overhead_pct}});
+    }
+    out.text(
+        "\nmetrics on / off (points that differ only in Config metrics; overhead = op/s lost "
+        "with metrics on, within run-to-run noise when small or negative):\n" +
+        format_metrics_overhead(pairs));
   }
 
   if (!run.out.empty() && run.plot != "off" && !rows.empty()) {
