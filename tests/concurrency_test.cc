@@ -119,7 +119,9 @@ TEST(Concurrency, ReaderSeesOnlyDurableRecordsWhileWritersRun) {
       ASSERT_TRUE(check_record(recs[i].data, &t, &seq));
       ASSERT_EQ(seq, i);
     }
-    if (!recs.empty()) EXPECT_LT(recs.back().position, after);
+    if (!recs.empty()) {
+      EXPECT_LT(recs.back().position, after);
+    }
   }
   stop = true;
   writer.join();

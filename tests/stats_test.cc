@@ -33,7 +33,8 @@ TEST(Stats, CountsAKnownWorkload) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) ASSERT_TRUE((*log)->append(make_record(t, i, 100)).has_value());
+      for (int i = 0; i < kEach; ++i)
+        ASSERT_TRUE((*log)->append(make_record(t, i, 100)).has_value());
     });
   }
   for (auto& th : threads) th.join();
@@ -42,7 +43,8 @@ TEST(Stats, CountsAKnownWorkload) {
   EXPECT_EQ(s.bytes, uint64_t{kThreads * kEach * 100});
   EXPECT_GE(s.syncs, 1u);
   EXPECT_LE(s.syncs, s.appends + 2);
-  EXPECT_NEAR(s.records_per_sync, static_cast<double>(s.appends) / static_cast<double>(s.syncs), 1e-9);
+  EXPECT_NEAR(s.records_per_sync, static_cast<double>(s.appends) / static_cast<double>(s.syncs),
+              1e-9);
   EXPECT_EQ(s.append.count, s.appends);
   EXPECT_EQ(s.durable_wait.count, s.appends);
   EXPECT_EQ(s.sync.count, s.syncs);
@@ -64,6 +66,30 @@ TEST(Stats, CountsAKnownWorkload) {
   EXPECT_EQ(json.back(), '}');
   EXPECT_NE(json.find("\"appends\":2000,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"append\":{\"count\":2000,"), std::string::npos) << json;
+}
+
+TEST(Stats, PeriodicModeSamplesAppendLatencyButCountsEveryAppend) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.mode = SyncMode::periodic;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value());
+  constexpr int kThreads = 3, kEach = 128 * 10 + 7;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i)
+        ASSERT_TRUE((*log)->append(make_record(t, i, 64)).has_value());
+    });
+  }
+  for (auto& th : threads) th.join();
+  const Stats s = (*log)->stats();
+  EXPECT_EQ(s.appends, uint64_t{kThreads * kEach});
+  EXPECT_EQ(s.bytes, uint64_t{kThreads * kEach * 64});
+  // One in 128 per thread: 10 samples from each thread's 1287 appends.
+  EXPECT_EQ(s.append.count, uint64_t{kThreads * 10});
+  EXPECT_EQ(s.durable_wait.count, 0u);  // periodic appends do not wait
+  EXPECT_GT(s.append.max_ns, 0u);
 }
 
 TEST(Stats, MetricsOffRecordsNoLatencies) {

@@ -29,10 +29,14 @@ struct Stats {
   uint64_t segments_released = 0;
   uint64_t allocation_stalls = 0;    // times a segment was needed and none was ready
   uint64_t lag_blocked_appends = 0;  // periodic mode: appends that waited for a lagging sync
-  uint64_t max_sync_lag_us = 0;      // periodic mode: largest completed-sync age a blocked append saw
-  uint64_t failures = 0;             // 1 once the log failed stop
+  uint64_t max_sync_lag_us = 0;  // periodic mode: largest completed-sync age a blocked append saw
+  uint64_t failures = 0;         // 1 once the log failed stop
 
-  Latency append;           // append() call to return (includes the durability wait)
+  // append() call to return (includes the durability wait). Periodic mode
+  // times one append in 128 per thread (two clock reads would double the
+  // cost of an append that does not wait), so there append.count is the
+  // samples taken; appends counts them all.
+  Latency append;
   Latency durable_wait;     // batch/group: waiting for the sync after the record was written
   Latency sync;             // one backend persist
   Latency allocation_wait;  // waiting for a segment at a switch

@@ -1,11 +1,11 @@
 #include "io/mapping.h"
 
-#include "io/hook.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "io/hook.h"
 
 namespace synclog::io {
 
@@ -31,7 +31,11 @@ Mapping::~Mapping() {
 }
 
 Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file.fd(), 0);
+  // Populated now, on the manager's thread: otherwise appends fault each
+  // page in (a page-cache lookup per 4 KiB, a sixth of a 4 KiB append's
+  // time on tmpfs). Where the file system tracks dirty pages (ext4) the
+  // first store to a page still takes a write-protect fault.
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd(), 0);
   if (p == MAP_FAILED) return sys_error("mmap", file.path(), errno);
   Mapping m;
   m.data_ = static_cast<std::byte*>(p);

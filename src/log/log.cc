@@ -22,10 +22,10 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   impl->config = config;
   auto lock = io::File::open(config.dir / seg::kLockFileName, io::File::Mode::create_or_open);
   if (!lock) {
-    return make_error(Errc::bad_directory,
-                      "log directory " + config.dir.string() + " is not writable: " +
-                          lock.error().message,
-                      lock.error().sys_errno);
+    return make_error(
+        Errc::bad_directory,
+        "log directory " + config.dir.string() + " is not writable: " + lock.error().message,
+        lock.error().sys_errno);
   }
   if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
   impl->lock = std::move(*lock);
@@ -78,7 +78,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.max_total_size = config.max_total_size;
   mo.kind = config.segment_kind;
   mo.log_id = rec->log_id;
-  while (mo.log_id == 0) mo.log_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  while (mo.log_id == 0)
+    mo.log_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   mo.block_size = block != 0 ? block : 4096;
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
@@ -98,13 +99,15 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
 }
 
 Result<Position> Log::append(std::span<const std::byte> record) {
-  if (record.empty()) return make_error(Errc::invalid_argument, "empty record (records hold 1 byte or more)");
+  if (record.empty())
+    return make_error(Errc::invalid_argument, "empty record (records hold 1 byte or more)");
   if (record.size() > impl_->config.max_record_size()) {
-    return make_error(Errc::invalid_argument,
-                      "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
-                          std::to_string(impl_->config.max_record_size()) +
-                          " (Config::max_record_size(): half of segment_size " +
-                          std::to_string(impl_->config.segment_size) + " less 64, at most 16MiB-1)");
+    return make_error(
+        Errc::invalid_argument,
+        "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
+            std::to_string(impl_->config.max_record_size()) +
+            " (Config::max_record_size(): half of segment_size " +
+            std::to_string(impl_->config.segment_size) + " less 64, at most 16MiB-1)");
   }
   if (impl_->closing.load(std::memory_order_relaxed)) {
     return make_error(Errc::closed, "the log is closed");
@@ -120,16 +123,18 @@ Result<Position> Log::append(std::span<const std::byte> record) {
     if (auto r = impl_->driver->after_append(*pos); !r) return std::unexpected(r.error());
     return pos;
   }
-  const uint64_t start = io::now_ns();
+  metrics::Shard& shard = impl_->metrics.local();
+  const bool waits = impl_->config.mode != SyncMode::periodic;
+  const bool timed = waits || shard.sample();
+  const uint64_t start = timed ? io::now_ns() : 0;
   auto pos = impl_->appender->append(seg::Kind::data, record);
   if (!pos) return pos;
-  const uint64_t written = io::now_ns();
+  const uint64_t written = waits ? io::now_ns() : 0;
   auto r = impl_->driver->after_append(*pos);
-  const uint64_t end = io::now_ns();
-  metrics::Shard& shard = impl_->metrics.local();
-  shard.record(metrics::Hist::append, end - start);
-  if (impl_->config.mode != SyncMode::periodic) {
-    shard.record(metrics::Hist::durable_wait, end - written);
+  if (timed) {
+    const uint64_t end = io::now_ns();
+    shard.record(metrics::Hist::append, end - start);
+    if (waits) shard.record(metrics::Hist::durable_wait, end - written);
   }
   shard.add(metrics::Count::appends, 1);
   shard.add(metrics::Count::bytes, record.size());
@@ -167,7 +172,8 @@ std::vector<seg::Extent> Log::Impl::readable_extents() const {
     if (std::binary_search(ids.begin(), ids.end(), e.segment)) out.push_back(e);
   }
   for (uint64_t id : ids) {
-    if (id >= appender->first_segment()) out.push_back(seg::Extent{id, seg::kHeaderSize, UINT32_MAX});
+    if (id >= appender->first_segment())
+      out.push_back(seg::Extent{id, seg::kHeaderSize, UINT32_MAX});
   }
   return out;
 }
