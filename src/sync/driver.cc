@@ -2,11 +2,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "io/clock.h"
+#include "io/cpu.h"
 
 namespace synclog::sync {
 namespace {
@@ -26,6 +28,7 @@ Driver::Driver(const Config& config, seg::Appender& appender, Backend& backend, 
       metrics_(metrics),
       appender_(appender),
       backend_(backend),
+      max_spinners_(std::max(1u, io::cpu_count() - 1)),
       durable_(durable.raw()),
       synced_(synced) {
   lag_deadline_ns_.store(io::coarse_now_ns() + ns(config_.interval) + ns(config_.lag_bound));
@@ -54,9 +57,7 @@ bool Driver::has_work() const {
 void Driver::kick() {
   kick_.fetch_add(1);
   kick_.notify_one();
-  {
-    std::lock_guard lock(mu_);
-  }
+  { std::lock_guard lock(mu_); }
   cv_.notify_all();
 }
 
@@ -184,10 +185,10 @@ std::optional<Error> Driver::failure() const {
 
 std::unexpected<Error> Driver::failed_error() const {
   std::lock_guard lock(mu_);
-  return make_error(Errc::failed,
-                    "the log stopped after a failed sync; nothing later is acknowledged: " +
-                        failure_->message,
-                    failure_->sys_errno);
+  return make_error(
+      Errc::failed,
+      "the log stopped after a failed sync; nothing later is acknowledged: " + failure_->message,
+      failure_->sys_errno);
 }
 
 Result<void> Driver::wait_durable(Position target, bool inclusive) {
@@ -213,11 +214,16 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
       continue;
     }
     // A follower: the sync in flight (or the next one) covers the target.
+    // Spin only while a CPU is free for it: with more waiters than CPUs,
+    // spinners starve the leader and the writers that gather the next batch.
     bool changed = false;
-    for (int i = 0; i < kSpinBeforePark && !changed; ++i) {
-      _mm_pause();
-      changed = generation_.load(std::memory_order_acquire) != g;
+    if (spinners_.fetch_add(1, std::memory_order_relaxed) < max_spinners_) {
+      for (int i = 0; i < kSpinBeforePark && !changed; ++i) {
+        _mm_pause();
+        changed = generation_.load(std::memory_order_acquire) != g;
+      }
     }
+    spinners_.fetch_sub(1, std::memory_order_relaxed);
     if (!changed) generation_.wait(g, std::memory_order_acquire);
   }
 }

@@ -78,11 +78,13 @@ class Driver {
   seg::Appender& appender_;
   Backend& backend_;
 
+  const uint32_t max_spinners_;  // followers that may spin at once; the rest park
+  std::atomic<uint32_t> spinners_{0};
   std::atomic<uint64_t> durable_;
   std::atomic<uint32_t> generation_{0};  // bumped after each publish; waiters sleep on it
   std::atomic<uint32_t> kick_{0};        // wakes a parked syncer
   std::atomic<bool> parked_{false};
-  std::atomic<uint64_t> requested_{0};   // sync(): raw position callers wait for
+  std::atomic<uint64_t> requested_{0};  // sync(): raw position callers wait for
   std::atomic<uint64_t> lag_deadline_ns_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
