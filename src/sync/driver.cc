@@ -16,6 +16,10 @@ namespace {
 // A parked thread takes 1-50 us to wake; a sync on fast media completes in
 // about that. Spin this many pause instructions (a few us) before sleeping.
 constexpr int kSpinBeforePark = 2000;
+// Spinning pays only when the sync in flight ends within the spin; a sync
+// slower than this (a disk's, 0.1 ms and up) is waited for parked, leaving
+// the CPU to the writers that form the next batch.
+constexpr uint64_t kSpinForSyncsUnderNs = 20'000;
 
 uint64_t ns(std::chrono::microseconds us) { return static_cast<uint64_t>(us.count()) * 1000; }
 
@@ -125,8 +129,10 @@ Result<void> Driver::sync_once() {
   appender_.drain();
   const uint64_t start = io::now_ns();
   if (auto r = persist_through(target); !r) return r;
+  const uint64_t took = io::now_ns() - start;
+  last_persist_ns_.store(took, std::memory_order_relaxed);
   metrics::Shard& shard = metrics_.local();
-  shard.record(metrics::Hist::sync, io::now_ns() - start);
+  shard.record(metrics::Hist::sync, took);
   shard.add(metrics::Count::syncs, 1);
   publish(target);
   return {};
@@ -217,13 +223,14 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
     // Spin only while a CPU is free for it: with more waiters than CPUs,
     // spinners starve the leader and the writers that gather the next batch.
     bool changed = false;
-    if (spinners_.fetch_add(1, std::memory_order_relaxed) < max_spinners_) {
+    const bool quick = last_persist_ns_.load(std::memory_order_relaxed) < kSpinForSyncsUnderNs;
+    if (quick && spinners_.fetch_add(1, std::memory_order_relaxed) < max_spinners_) {
       for (int i = 0; i < kSpinBeforePark && !changed; ++i) {
         _mm_pause();
         changed = generation_.load(std::memory_order_acquire) != g;
       }
     }
-    spinners_.fetch_sub(1, std::memory_order_relaxed);
+    if (quick) spinners_.fetch_sub(1, std::memory_order_relaxed);
     if (!changed) generation_.wait(g, std::memory_order_acquire);
   }
 }

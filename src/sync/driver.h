@@ -80,6 +80,7 @@ class Driver {
 
   const uint32_t max_spinners_;  // followers that may spin at once; the rest park
   std::atomic<uint32_t> spinners_{0};
+  std::atomic<uint64_t> last_persist_ns_{0};  // how long the last sync took
   std::atomic<uint64_t> durable_;
   std::atomic<uint32_t> generation_{0};  // bumped after each publish; waiters sleep on it
   std::atomic<uint32_t> kick_{0};        // wakes a parked syncer
