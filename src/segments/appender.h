@@ -9,9 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <condition_variable>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -58,10 +58,12 @@ class Appender {
   // and returns them.
   std::vector<Segment*> forget_before(uint64_t id);
   uint64_t first_segment() const { return first_segment_; }
+  // Lets go of a segment forget_before() returned, once the backend has.
+  void retire(Segment& segment) { manager_.retire(segment); }
 
  private:
   [[nodiscard]] Result<void> advance_from(Segment* full,
-                                         std::chrono::steady_clock::time_point deadline);
+                                          std::chrono::steady_clock::time_point deadline);
   // For a writer whose reservation at `off` did not fit, inside its inflight
   // window: the one that crossed the end writes the end record.
   static void on_overflow(Segment* seg, uint64_t off);

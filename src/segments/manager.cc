@@ -20,7 +20,9 @@ SegmentManager::SegmentManager(ManagerOptions options, uint64_t next_id,
 
 SegmentManager::~SegmentManager() { (void)stop(); }
 
-void SegmentManager::start() { thread_ = std::thread([this] { run(); }); }
+void SegmentManager::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 std::filesystem::path SegmentManager::path_of(uint64_t id) const {
   return opt_.dir / segment_file_name(id);
@@ -68,8 +70,8 @@ Result<void> SegmentManager::write_header(const io::File& file, uint64_t id) con
   return file.write_at(0, header);
 }
 
-Result<std::unique_ptr<Segment>> SegmentManager::make_spare(
-    uint64_t id, const std::filesystem::path* recycled) {
+Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
+                                                            const std::filesystem::path* recycled) {
   // A recycled file keeps its old records, but their checksums name the old
   // id (F2), so they never replay under the new one.
   const auto tmp = recycled ? *recycled : opt_.dir / (segment_file_name(id) + ".tmp");
@@ -77,7 +79,8 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(
     if (!recycled) (void)io::remove_file(tmp);
     return std::unexpected(std::move(e));
   };
-  auto file = io::File::open(tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new);
+  auto file =
+      io::File::open(tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new);
   if (!file) return fail(file.error());
   if (!recycled) {
     // Real blocks, not a sparse file: an mmap store can then never SIGBUS on
@@ -97,8 +100,25 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(
   if (auto r = io::rename_file(tmp, path_of(id)); !r) return fail(r.error());
   if (auto r = io::sync_dir(opt_.dir); !r) return std::unexpected(r.error());
   auto seg = std::make_unique<Segment>(id, opt_.segment_size, path_of(id));
-  if (auto r = seg->open_image(opt_.kind, header_for(id)); !r) return std::unexpected(r.error());
+  io::Mapping image;
+  if (opt_.kind != SegmentKind::mmap) {
+    std::lock_guard lock(images_mu_);
+    if (!images_.empty()) {
+      image = std::move(images_.back());
+      images_.pop_back();
+    }
+  }
+  if (auto r = seg->open_image(opt_.kind, header_for(id), std::move(image)); !r) {
+    return std::unexpected(r.error());
+  }
   return seg;
+}
+
+void SegmentManager::retire(Segment& segment) {
+  io::Mapping image = segment.retire();
+  if (image.bytes().empty()) return;
+  std::lock_guard lock(images_mu_);
+  if (images_.size() <= opt_.spares) images_.push_back(std::move(image));
 }
 
 void SegmentManager::run() {

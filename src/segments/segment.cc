@@ -1,17 +1,29 @@
 #include "segments/segment.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
 namespace synclog::seg {
 
-Result<void> Segment::open_image(SegmentKind kind, const SegmentHeader& header) {
+Result<void> Segment::open_image(SegmentKind kind, const SegmentHeader& header, io::Mapping reuse) {
   kind_ = kind;
-  const auto mode = kind == SegmentKind::direct ? io::File::Mode::direct : io::File::Mode::read_write;
+  const auto mode =
+      kind == SegmentKind::direct ? io::File::Mode::direct : io::File::Mode::read_write;
   auto file = io::File::open(path_, mode);
   if (!file) return std::unexpected(file.error());
-  auto map = kind == SegmentKind::mmap ? io::Mapping::map_shared(*file, size_)
-                                       : io::Mapping::map_anonymous(size_);
+  Result<io::Mapping> map;
+  if (kind == SegmentKind::mmap) {
+    map = io::Mapping::map_shared(*file, size_);
+  } else if (reuse.bytes().size() == size_) {
+    // Zeroes, as fresh memory would be: the bytes past the last record of a
+    // sync's final block reach the file, and recovery reads zeros there as
+    // the clean end of the log.
+    std::ranges::fill(reuse.bytes(), std::byte{0});
+    map = std::move(reuse);
+  } else {
+    map = io::Mapping::map_anonymous(size_);
+  }
   if (!map) return std::unexpected(map.error());
   if (kind != SegmentKind::mmap) {
     // Direct writes cover whole blocks, the first one included.
@@ -22,9 +34,12 @@ Result<void> Segment::open_image(SegmentKind kind, const SegmentHeader& header) 
   return {};
 }
 
-void Segment::retire() {
+io::Mapping Segment::retire() {
+  io::Mapping image = std::move(mapping_);
   mapping_ = io::Mapping();
   file_.close();
+  if (kind_ == SegmentKind::mmap) return {};
+  return image;
 }
 
 std::string segment_file_name(uint64_t id) {
@@ -40,8 +55,8 @@ bool parse_segment_file_name(const std::string& name, uint64_t* id) {
 }
 
 bool is_temp_file_name(const std::string& name) {
-  return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
-         name[0] >= '0' && name[0] <= '9';
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 && name[0] >= '0' &&
+         name[0] <= '9';
 }
 
 }  // namespace synclog::seg

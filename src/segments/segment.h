@@ -31,10 +31,14 @@ class Segment {
 
   // Opens the file and builds the memory image: a shared mapping of the file
   // (mmap), or private zeroed memory holding a copy of the header (direct:
-  // the file is opened O_DIRECT; buffered: plainly).
-  [[nodiscard]] Result<void> open_image(SegmentKind kind, const SegmentHeader& header);
+  // the file is opened O_DIRECT; buffered: plainly). `reuse`, an image of
+  // an earlier segment of the same size, is zeroed and used instead of new
+  // memory (direct and buffered only).
+  [[nodiscard]] Result<void> open_image(SegmentKind kind, const SegmentHeader& header,
+                                        io::Mapping reuse = {});
   // Lets go of the file and the image; the control block stays valid.
-  void retire();
+  // Returns a direct or buffered segment's image, for reuse.
+  io::Mapping retire();
 
   std::span<std::byte> image() const { return mapping_.bytes(); }
   const io::Mapping& mapping() const { return mapping_; }

@@ -158,7 +158,7 @@ Result<void> Driver::persist_through(Position target) {
   // private memory as large as the file).
   for (seg::Segment* s : appender_.forget_before(target.segment())) {
     backend_.retire(*s);
-    s->retire();
+    appender_.retire(*s);
   }
   return {};
 }
