@@ -1,6 +1,5 @@
 // Segment life: release, recycling, the size limit and back-pressure.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
@@ -78,6 +77,37 @@ TEST(Lifecycle, ReleaseBeforeFreesExactlyTheWhollyReleasedSegments) {
   EXPECT_EQ(again->back().data, "still writable");
 }
 
+TEST(Lifecycle, ReusedDirectImageWritesZerosPastTheLastRecord) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  if (cfg.segment_kind != SegmentKind::direct) {
+    GTEST_SKIP() << "only direct segments write whole blocks from a private image";
+  }
+  // rewrite: a sync's last block goes out partly filled, so the image bytes
+  // past the sync marker reach the file.
+  cfg.tail = TailPolicy::rewrite;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  // Completed segments hand their images (full of records) to later spares.
+  auto filled = fill_until_segment(**log, 6, 2);
+  ASSERT_FALSE(filled.empty());
+  auto pos = (*log)->append(make_record(2, 1'000'000, 100));
+  ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+  const Position durable = (*log)->durable();
+  ASSERT_EQ(durable.segment(), pos->segment());
+  const uint64_t block = (*log)->block_size();
+  const uint64_t block_end = (durable.offset() + block - 1) / block * block;
+  std::ifstream in(dir.path() / seg::segment_file_name(pos->segment()), std::ios::binary);
+  std::string bytes(block_end - durable.offset(), 'x');
+  in.seekg(static_cast<std::streamoff>(durable.offset()));
+  ASSERT_TRUE(in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())));
+  // Recovery takes zeros past the last record as the clean end of the log;
+  // an earlier segment's records there would read as a torn tail.
+  EXPECT_EQ(bytes, std::string(bytes.size(), '\0'))
+      << "segment " << pos->segment() << " has non-zero bytes after its durable end "
+      << durable.offset();
+}
+
 TEST(Lifecycle, RecycledSegmentStaleContentsNeverReplay) {
   TempDir dir;
   Config cfg = small_config(dir.path());
@@ -115,7 +145,8 @@ TEST(Lifecycle, RecycledSegmentStaleContentsNeverReplay) {
     std::ifstream f(dir.path() / seg::segment_file_name(fresh.back().segment()), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     size_t tail_nonzero = 0;
-    for (size_t i = fresh.back().offset() + 2048; i < bytes.size(); ++i) tail_nonzero += bytes[i] != 0;
+    for (size_t i = fresh.back().offset() + 2048; i < bytes.size(); ++i)
+      tail_nonzero += bytes[i] != 0;
     // (tail=pad on direct segments leaves zero padding between records, so
     // less than half of life 1's bytes are non-zero there.)
     EXPECT_GT(tail_nonzero, 20'000u) << "the segment does not look recycled";
