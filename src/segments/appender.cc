@@ -12,8 +12,9 @@ namespace synclog::seg {
 Result<void> Appender::start(Position previous_end) {
   // Opening waits for its first segment to be made, however short the
   // append timeout, but gives up at once on a creation error.
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::max<std::chrono::milliseconds>(allocation_timeout_, std::chrono::minutes(1));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::max<std::chrono::milliseconds>(allocation_timeout_, std::chrono::minutes(1));
   auto seg = manager_.take(deadline, /*fail_fast=*/true);
   if (!seg) return std::unexpected(seg.error());
   first_segment_ = (*seg)->id();
@@ -39,8 +40,7 @@ Result<Position> Appender::append_position(Kind kind, Position value) {
 Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload) {
   inflight::Slot* slot = inflight::mine();
   if (slot == nullptr) {
-    return make_error(Errc::invalid_argument, "more than " +
-                                                  std::to_string(inflight::kMaxThreads) +
+    return make_error(Errc::invalid_argument, "more than " + std::to_string(inflight::kMaxThreads) +
                                                   " threads are appending at once");
   }
   const uint64_t size = framed_size(static_cast<uint32_t>(payload.size()));
@@ -109,8 +109,7 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
   }
 }
 
-Result<void> Appender::advance_from(Segment* full,
-                                    std::chrono::steady_clock::time_point deadline) {
+Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::time_point deadline) {
   // One thread switches; the others wait for it only until their own
   // deadline (the syncer's is now: it never waits behind a starved switch).
   const uint64_t start = io::now_ns();

@@ -28,7 +28,8 @@ Scan scan(std::span<const std::byte> buf, uint64_t id, uint64_t from) {
       continue;
     }
     if (!s.first_valid) s.first_valid = static_cast<uint32_t>(off);
-    if (d.record.kind == Kind::sync) s.max_marker = std::max(s.max_marker, d.record.position_payload());
+    if (d.record.kind == Kind::sync)
+      s.max_marker = std::max(s.max_marker, d.record.position_payload());
     off += d.record.framed;
   }
   return s;
@@ -130,9 +131,10 @@ Result<void> Recovery::list() {
     } else if (is_temp_file_name(name)) {
       out_.temp_files.push_back(name);
     } else if (name != kLockFileName) {
-      return make_error(Errc::bad_directory,
-                        "foreign file '" + name + "' in log directory " + dir_.string() +
-                            " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files and LOCK)");
+      return make_error(
+          Errc::bad_directory,
+          "foreign file '" + name + "' in log directory " + dir_.string() +
+              " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files and LOCK)");
     }
   }
   std::sort(ids_.begin(), ids_.end());
@@ -152,7 +154,8 @@ Result<void> Recovery::list() {
     if (!head) return std::unexpected(head.error());
     auto header = check_header(id, *head, *size);
     if (!header) {
-      const std::string why = "segment file " + path_of(id).string() + ": " + header.error().message;
+      const std::string why =
+          "segment file " + path_of(id).string() + ": " + header.error().message;
       if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
       out_.report.damage.push_back(Damage{Position(id, 0), *size, why});
       unusable_.push_back(id);
@@ -171,8 +174,8 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     if (*j > i + 1) {
       uint64_t bytes = 0;
       for (size_t k = i + 1; k < *j; ++k) bytes += out_.kept[ids_[k]];
-      rep.damage.push_back(Damage{Position(ids_[i + 1], 0), bytes,
-                                  "segments left behind by an earlier recovery"});
+      rep.damage.push_back(
+          Damage{Position(ids_[i + 1], 0), bytes, "segments left behind by an earlier recovery"});
     }
     return *j;
   }
