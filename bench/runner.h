@@ -33,13 +33,13 @@ struct Measurement {
   synclog::Latency sync;       // the log's own persist latency, whole run (not windowed)
   double cpu_user_pct = 0;     // of one core, the whole process (writers + log threads)
   double cpu_sys_pct = 0;
-  uint64_t errors = 0;  // failed appends and a failed close
-  std::string error;    // the first one
-  bool capped = false;  // ended early at max_bytes
+  uint64_t errors = 0;         // failed appends and a failed close
+  std::string error;           // the first one
+  bool capped = false;         // ended early at max_bytes
   std::string backend_in_use;  // Log::backend(): for backend=auto, what it chose and why
   uint32_t block_size = 0;     // Log::block_size(): direct I/O alignment, 0 for mmap
-  double open_s = 0;    // Log::open before the run
-  double close_s = 0;   // Log::close after it
+  double open_s = 0;           // Log::open before the run
+  double close_s = 0;          // Log::close after it
 
   uint64_t segments_released = 0;  // over the whole run (--retain)
   uint64_t release_calls = 0;

@@ -97,8 +97,9 @@ TEST(BackendSelect, DirectIoRefusedByTheFilesystemIsAClearError) {
     cfg.segment_kind = SegmentKind::direct;
     auto log = Log::open(cfg);
     int bad = check(!log && log.error().code == Errc::unsupported, "O_DIRECT refused");
-    if (!log) bad += check(log.error().message.find("refuses O_DIRECT") != std::string::npos,
-                           log.error().message);
+    if (!log)
+      bad += check(log.error().message.find("refuses O_DIRECT") != std::string::npos,
+                   log.error().message);
     // Buffered and mmap segments do not need O_DIRECT.
     cfg.backend = BackendKind::pwrite;
     cfg.segment_kind = SegmentKind::buffered;

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "synclog/config.h"
+
+#include <gtest/gtest.h>
 
 namespace synclog {
 namespace {

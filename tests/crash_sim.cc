@@ -192,9 +192,8 @@ int Recorder::before(const io::Event& e) {
   {
     std::lock_guard lock(mu_);
     open_[Key{e.op, name, e.offset, e.data}].push_back(next_++);
-    const bool syncs = e.op == io::Op::msync || e.op == io::Op::datasync ||
-                       e.op == io::Op::fsync || e.op == io::Op::direct_write ||
-                       e.op == io::Op::dir_sync;
+    const bool syncs = e.op == io::Op::msync || e.op == io::Op::datasync || e.op == io::Op::fsync ||
+                       e.op == io::Op::direct_write || e.op == io::Op::dir_sync;
     if (syncs && sync_delay_.count() > 0) {
       delay_state_ = mix_seed(delay_state_, next_);
       delay_us = delay_state_ % static_cast<uint64_t>(sync_delay_.count() + 1);
@@ -313,8 +312,8 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
   struct FileState {
     std::vector<std::byte> stable, latest;
     uint64_t stable_size = 0, latest_size = 0;
-    std::vector<size_t> pending;        // writes not known durable
-    std::vector<size_t> pending_alloc;  // size changes not known durable
+    std::vector<size_t> pending;         // writes not known durable
+    std::vector<size_t> pending_alloc;   // size changes not known durable
     std::map<uint64_t, size_t> capture;  // page -> its next msync at or after k
     bool ended = false;                  // no more look-ahead (renamed, removed, rewritten)
   };
@@ -466,15 +465,16 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
       ++img.uncertain_sizes;
       if (rng() & 1) size = f.latest_size;
     }
-    const uint64_t extent =
-        std::max({size, f.stable_size, f.latest_size, uint64_t{f.stable.size()}, uint64_t{f.latest.size()}});
+    const uint64_t extent = std::max(
+        {size, f.stable_size, f.latest_size, uint64_t{f.stable.size()}, uint64_t{f.latest.size()}});
     std::vector<std::byte> out = slice(f.stable, 0, extent);
     // Unsynced sectors written by write/direct_write.
     std::set<uint64_t> sectors;
     for (size_t w : f.pending) {
       const RecordedEvent& e = ev[w];
       if (e.data.empty()) continue;
-      for (uint64_t s = e.offset / sector_; s * sector_ < e.offset + e.data.size(); ++s) sectors.insert(s);
+      for (uint64_t s = e.offset / sector_; s * sector_ < e.offset + e.data.size(); ++s)
+        sectors.insert(s);
     }
     for (uint64_t s : sectors) {
       const uint64_t from = s * sector_;
@@ -525,7 +525,8 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
         const uint64_t to = std::min(hi, (from / sector_ + 1) * sector_);
         const uint64_t s = rng() % 3;
         if (s == 1) std::memcpy(out.data() + from, cap + (from - lo), to - from);
-        if (s == 2) garble(out, name, from, old_page.data() + (from - lo), cap + (from - lo), to - from);
+        if (s == 2)
+          garble(out, name, from, old_page.data() + (from - lo), cap + (from - lo), to - from);
         from = to;
       }
     }
@@ -602,7 +603,8 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   // past the floor to the last append acknowledged before k (garbage only
   // ever replaces bytes being changed, and acknowledged bytes never change).
   size_t first_required = 0;
-  while (first_required < order_.size() && order_[first_required]->position.segment() < floor_segment) {
+  while (first_required < order_.size() &&
+         order_[first_required]->position.segment() < floor_segment) {
     ++first_required;
   }
   for (size_t i = first_required; i < order_.size(); ++i) {
@@ -617,7 +619,8 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   std::ostringstream report;
   report << "recovery: end " << rep.end.to_string() << ", " << rep.records << " records, "
          << rep.segments << " segments, torn_tail " << rep.torn_tail;
-  for (const Damage& d : rep.damage) report << ", damage at " << d.at.to_string() << ": " << d.reason;
+  for (const Damage& d : rep.damage)
+    report << ", damage at " << d.at.to_string() << ": " << d.reason;
 
   // Durable bytes never change in these models, so recovery has nothing to
   // call damage: a gap before a position a marker proves durable, or a
@@ -627,7 +630,8 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   std::vector<std::pair<Position, std::string>> got;
   {
     auto reader = (*log)->read();
-    if (!reader) return fail("read() failed: " + reader.error().describe() + " (" + report.str() + ")");
+    if (!reader)
+      return fail("read() failed: " + reader.error().describe() + " (" + report.str() + ")");
     for (;;) {
       auto rec = reader->next();
       if (!rec) {
@@ -636,8 +640,9 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
         break;
       }
       if (!*rec) break;
-      got.emplace_back((*rec)->position, std::string(reinterpret_cast<const char*>((*rec)->data.data()),
-                                                     (*rec)->data.size()));
+      got.emplace_back(
+          (*rec)->position,
+          std::string(reinterpret_cast<const char*>((*rec)->data.data()), (*rec)->data.size()));
     }
   }
   if (auto r = (*log)->close(); !r) fail("close after replay failed: " + r.error().describe());
@@ -653,8 +658,9 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
     start = static_cast<size_t>(it - order_.begin());
     if (start > first_required) {
       return fail("G2: replay starts at " + got[0].first.to_string() + ", skipping append " +
-                  std::to_string(first_required) + " at " + order_[first_required]->position.to_string() +
-                  " which was not released (" + report.str() + ")");
+                  std::to_string(first_required) + " at " +
+                  order_[first_required]->position.to_string() + " which was not released (" +
+                  report.str() + ")");
     }
   }
   for (size_t i = 0; i < got.size(); ++i) {
@@ -666,25 +672,27 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
     }
     const Ack& want = *order_[want_index];
     if (got[i].first != want.position) {
-      return fail("G2: replayed record " + std::to_string(i) + " is at " + got[i].first.to_string() +
-                  " but append " + std::to_string(want_index) + " in log order is at " +
-                  want.position.to_string() + " (a hole, reordering or phantom; " + report.str() + ")");
+      return fail("G2: replayed record " + std::to_string(i) + " is at " +
+                  got[i].first.to_string() + " but append " + std::to_string(want_index) +
+                  " in log order is at " + want.position.to_string() +
+                  " (a hole, reordering or phantom; " + report.str() + ")");
     }
     if (got[i].second != want.bytes) {
       return fail("G3: replayed record " + std::to_string(i) + " at " + got[i].first.to_string() +
                   " differs from what was appended (" + std::to_string(got[i].second.size()) +
-                  " bytes, appended " + std::to_string(want.bytes.size()) + "; " + report.str() + ")");
+                  " bytes, appended " + std::to_string(want.bytes.size()) + "; " + report.str() +
+                  ")");
     }
   }
   const size_t end = start + got.size();
   v.end = end;
   if (end < v.required) {
     const Ack& missing = *order_[std::max(end, first_required)];
-    return fail("G1: replay returned appends " + std::to_string(start) + ".." + std::to_string(end) +
-                " but " + std::to_string(v.required) +
+    return fail("G1: replay returned appends " + std::to_string(start) + ".." +
+                std::to_string(end) + " but " + std::to_string(v.required) +
                 " were acknowledged before the crash; the first missing is at " +
-                missing.position.to_string() + " (acked at seq " + std::to_string(missing.seq) + "; " +
-                report.str() + ")");
+                missing.position.to_string() + " (acked at seq " + std::to_string(missing.seq) +
+                "; " + report.str() + ")");
   }
   if (!v.ok) v.problem += " (" + report.str() + ")";
   return v;

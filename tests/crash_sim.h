@@ -76,7 +76,7 @@ struct Recording {
   uint64_t next_seq = 0;              // every sequence number is below it
   bool direct_writes_durable = true;  // direct writes carried RWF_DSYNC
   uint32_t page_size = 4096;
-  std::string config;                 // Config::to_string() of the recorded log
+  std::string config;  // Config::to_string() of the recorded log
 
   // A compact binary copy, so a failing state can be rebuilt exactly
   // (the recorded run itself depends on thread timing).
@@ -141,11 +141,11 @@ struct CrashImage {
   std::map<std::string, std::vector<std::byte>> files;
   std::vector<Garbled> garbled;
   // What the random choices had to work with, for the summary.
-  uint64_t dirty_units = 0;        // unsynced sectors or pages that differ from their durable contents
-  uint64_t new_units = 0;          // of those, taken NEW (or garbled)
-  uint64_t uncertain_names = 0;    // directory operations not yet durable at k
-  uint64_t names_applied = 0;      // of those, taken as done
-  uint64_t uncertain_sizes = 0;    // files whose size change was not yet durable
+  uint64_t dirty_units = 0;  // unsynced sectors or pages that differ from their durable contents
+  uint64_t new_units = 0;    // of those, taken NEW (or garbled)
+  uint64_t uncertain_names = 0;  // directory operations not yet durable at k
+  uint64_t names_applied = 0;    // of those, taken as done
+  uint64_t uncertain_sizes = 0;  // files whose size change was not yet durable
 
   // Writes the files into `dir` (which must exist and be empty).
   bool write_to(const std::filesystem::path& dir, std::string* error) const;
@@ -178,9 +178,9 @@ class Simulator {
 struct Verdict {
   bool ok = true;
   std::string problem;
-  uint64_t replayed = 0;   // records replay returned
-  uint64_t end = 0;        // replay ended before this append in log order
-  uint64_t required = 0;   // G1 required it to end at or after this one
+  uint64_t replayed = 0;  // records replay returned
+  uint64_t end = 0;       // replay ended before this append in log order
+  uint64_t required = 0;  // G1 required it to end at or after this one
   bool torn_tail = false;
   size_t damage = 0;
 };

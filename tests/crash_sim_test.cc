@@ -10,6 +10,8 @@
 // SYNCLOG_CRASH_SEED=<seed> SYNCLOG_CRASH_MODEL=<old-or-new|garbled>
 // with --gtest_filter=CrashSim.Reproduce rebuilds and checks exactly it.
 // SYNCLOG_CRASH_SAVE_DIR=<dir> saves every recorded run there.
+#include "crash_sim.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,7 +24,6 @@
 #include <random>
 #include <thread>
 
-#include "crash_sim.h"
 #include "io/hook.h"
 #include "test_util.h"
 
@@ -102,7 +103,8 @@ Recording record_run(const Config& base, uint64_t seed, bool release = false,
   TempDir dir;
   Config cfg = base;
   cfg.dir = dir.path();
-  Recorder recorder(dir.path(), cfg.direct_sync == DirectSync::dsync, kSyncDelay, rename_sync_delay);
+  Recorder recorder(dir.path(), cfg.direct_sync == DirectSync::dsync, kSyncDelay,
+                    rename_sync_delay);
   {
     HookGuard guard(&recorder);
     auto log = Log::open(cfg);
@@ -113,8 +115,8 @@ Recording record_run(const Config& base, uint64_t seed, bool release = false,
       threads.emplace_back([&, t] {
         std::mt19937_64 rng(mix_seed(seed, static_cast<uint64_t>(t)));
         for (int i = 0; i < kAppendsPerThread; ++i) {
-          const std::string rec = make_record(static_cast<uint32_t>(t), static_cast<uint64_t>(i),
-                                              16 + rng() % 1985);
+          const std::string rec =
+              make_record(static_cast<uint32_t>(t), static_cast<uint64_t>(i), 16 + rng() % 1985);
           auto pos = (*log)->append(rec);
           if (!pos) {
             ADD_FAILURE() << "append failed: " << pos.error().describe();
@@ -150,8 +152,8 @@ Recording record_run(const Config& base, uint64_t seed, bool release = false,
   rec.config = cfg.to_string();
   if (const char* save = std::getenv("SYNCLOG_CRASH_SAVE_DIR"); save && *save) {
     static std::atomic<int> n{0};
-    const auto path = std::filesystem::path(save) / ("recording-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(n++) + ".rec");
+    const auto path = std::filesystem::path(save) / ("recording-" + std::to_string(::getpid()) +
+                                                     "-" + std::to_string(n++) + ".rec");
     EXPECT_TRUE(rec.save(path)) << path;
     std::cout << "[crash-sim] recording saved to " << path << std::endl;
   }
@@ -161,10 +163,10 @@ Recording record_run(const Config& base, uint64_t seed, bool release = false,
 struct Summary {
   int states = 0;
   int failures = 0;
-  int with_unsynced = 0;      // states where some unsynced unit differed from its durable contents
-  int with_new = 0;           // ... and at least one was taken new (or garbled)
-  int with_names = 0;         // states with directory operations not yet durable
-  int with_garbage = 0;       // garbled model: states with garbage in them
+  int with_unsynced = 0;  // states where some unsynced unit differed from its durable contents
+  int with_new = 0;       // ... and at least one was taken new (or garbled)
+  int with_names = 0;     // states with directory operations not yet durable
+  int with_garbage = 0;   // garbled model: states with garbage in them
   int torn = 0;
   int damaged = 0;
   uint64_t replayed = 0;
@@ -193,7 +195,8 @@ class Evidence {
     std::lock_guard lock(mu_);
     if (path_.empty()) {
       static std::atomic<int> n{0};
-      path_ = "/tmp/synclog-crash-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".rec";
+      path_ =
+          "/tmp/synclog-crash-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".rec";
       if (!rec_.save(path_)) path_ = "(could not save the recording to " + path_ + ")";
     }
     return path_;
@@ -206,9 +209,8 @@ class Evidence {
 };
 
 // Builds, writes, opens and checks one crash state; false on failure.
-bool run_state(const Simulator& sim, const Checker& checker,
-               const Config& base, Model model, uint64_t k, uint64_t seed, Summary* sum,
-               Evidence& evidence) {
+bool run_state(const Simulator& sim, const Checker& checker, const Config& base, Model model,
+               uint64_t k, uint64_t seed, Summary* sum, Evidence& evidence) {
   SCOPED_TRACE("crash state: model " + std::string(to_string(model)) + ", seed " +
                std::to_string(seed) + ", k " + std::to_string(k) + " of " +
                std::to_string(sim.moments()));
@@ -276,8 +278,8 @@ void simulate(const Recording& rec, Model model, uint64_t base_seed, double shar
   Summary sum;
   std::cout << "[crash-sim] backend " << backend_under_test() << ", model " << to_string(model)
             << ", base seed " << base_seed << ", " << rec.events.size() << " events, "
-            << rec.acks.size() << " acks, " << sim.moments() << " moments, " << jobs()
-            << " jobs" << std::endl;
+            << rec.acks.size() << " acks, " << sim.moments() << " moments, " << jobs() << " jobs"
+            << std::endl;
   // State i is (seed, k) = (mix_seed(base_seed, i), seed % moments), whichever
   // worker runs it.
   std::atomic<int> next{0};
@@ -307,7 +309,8 @@ void simulate(const Recording& rec, Model model, uint64_t base_seed, double shar
   for (int w = 0; w < jobs(); ++w) workers.emplace_back(worker);
   for (auto& w : workers) w.join();
   if (capped) std::cout << "[crash-sim] time cap of " << cap << " s reached" << std::endl;
-  if (sum.failures >= 5) ADD_FAILURE() << "stopped after " << sum.failures << " failing crash states";
+  if (sum.failures >= 5)
+    ADD_FAILURE() << "stopped after " << sum.failures << " failing crash states";
   std::cout << "[crash-sim] " << sum.states << " crash states in " << elapsed() << " s, "
             << sum.failures << " failed; " << sum.with_unsynced << " had unsynced data ("
             << sum.with_new << " took some new/garbled), " << sum.with_names
@@ -317,8 +320,9 @@ void simulate(const Recording& rec, Model model, uint64_t base_seed, double shar
     std::cout << ", " << sum.with_garbage << " with garbage";
   }
   const uint64_t n = sum.states ? static_cast<uint64_t>(sum.states) : 1;
-  std::cout << "; per state on average " << sum.replayed / n << " records replayed, ending at append "
-            << sum.end / n << " of the log order where G1 required " << sum.required / n << std::endl;
+  std::cout << "; per state on average " << sum.replayed / n
+            << " records replayed, ending at append " << sum.end / n
+            << " of the log order where G1 required " << sum.required / n << std::endl;
   // Not vacuous: many states had something undecided in them.
   EXPECT_GT(sum.with_new, sum.states / 10);
   EXPECT_GT(sum.with_names, 0);
@@ -347,7 +351,8 @@ TEST(CrashSim, RecyclingOldOrNew) {
   std::cout << "[crash-sim] base seed " << kBaseSeed + 2 << std::endl;
   const Recording rec = record_run(run_config(), kBaseSeed + 2, /*release=*/true);
   int recycled = 0;
-  for (const auto& e : rec.events) recycled += e.op == io::Op::rename && e.to.ends_with(".recycle.tmp");
+  for (const auto& e : rec.events)
+    recycled += e.op == io::Op::rename && e.to.ends_with(".recycle.tmp");
   EXPECT_GT(recycled, 0) << "the run recycled no segment";
   EXPECT_FALSE(rec.releases.empty());
   simulate(rec, Model::old_or_new, kBaseSeed + 2, 0.5);
@@ -372,21 +377,23 @@ TEST(CrashSim, RecyclingSlowDirectorySync) {
   std::cout << "[crash-sim] base seed " << kBaseSeed + 3 << std::endl;
   Config cfg = run_config();
   cfg.segment_size = 64 << 10;  // more switches, so more recycling inside the windows
-  const Recording rec = record_run(cfg, kBaseSeed + 3, /*release=*/true, std::chrono::milliseconds(50));
+  const Recording rec =
+      record_run(cfg, kBaseSeed + 3, /*release=*/true, std::chrono::milliseconds(50));
   simulate(rec, Model::old_or_new, kBaseSeed + 3, 0.5);
 }
 
 // One recorded state, rebuilt from a saved recording (see the top).
 TEST(CrashSim, Reproduce) {
   const char* path = std::getenv("SYNCLOG_CRASH_REPLAY");
-  if (path == nullptr || *path == '\0') GTEST_SKIP() << "set SYNCLOG_CRASH_REPLAY to reproduce a state";
+  if (path == nullptr || *path == '\0')
+    GTEST_SKIP() << "set SYNCLOG_CRASH_REPLAY to reproduce a state";
   Recording rec;
   ASSERT_TRUE(Recording::load(path, &rec)) << "cannot read recording " << path;
   auto parsed = Config::parse(rec.config);
   ASSERT_TRUE(parsed.has_value()) << parsed.error().describe();
   const char* model_name = std::getenv("SYNCLOG_CRASH_MODEL");
-  const Model model = model_name && std::string(model_name) == "garbled" ? Model::garbled
-                                                                          : Model::old_or_new;
+  const Model model =
+      model_name && std::string(model_name) == "garbled" ? Model::garbled : Model::old_or_new;
   const uint64_t k = static_cast<uint64_t>(env_long("SYNCLOG_CRASH_K", 0));
   const char* seed_text = std::getenv("SYNCLOG_CRASH_SEED");
   const uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 0) : 0;

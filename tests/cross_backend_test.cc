@@ -42,7 +42,8 @@ TEST_P(CrossBackend, WriteWithOneReplayAndContinueWithTheOther) {
     ASSERT_TRUE(log.has_value()) << backend << ": " << log.error().describe();
     auto before = read_all(**log);
     ASSERT_EQ(before.size(), all.size()) << backend << " replay";
-    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(before[i].data, all[i]) << backend << " " << i;
+    for (size_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(before[i].data, all[i]) << backend << " " << i;
     for (size_t i = 0; i < count; ++i) {
       all.push_back(make_record(0, seq, 20 + (seq * 37) % 3000));
       ++seq;

@@ -33,7 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 struct Written {
   Position position;
   std::string data;
@@ -66,22 +65,27 @@ Config config_for(const fs::path& dir, RecoveryMode mode) {
 
 const char* kind_name(seg::Kind k) {
   switch (k) {
-    case seg::Kind::data: return "data";
-    case seg::Kind::sync: return "sync";
-    case seg::Kind::end: return "end";
-    case seg::Kind::session: return "session";
-    default: return "none";
+    case seg::Kind::data:
+      return "data";
+    case seg::Kind::sync:
+      return "sync";
+    case seg::Kind::end:
+      return "end";
+    case seg::Kind::session:
+      return "session";
+    default:
+      return "none";
   }
 }
 
 // A closed log of several sync sections over at least four segments.
 struct Built {
   Files files;
-  std::vector<Written> records;               // data records in append order
+  std::vector<Written> records;  // data records in append order
   std::map<Position, std::string> by_position;
-  std::vector<Framed> framed;                 // every record of every segment, in log order
-  Position durable;                           // T: durable() after the last explicit sync()
-  uint64_t total_bytes = 0;                   // bytes covered by `framed`
+  std::vector<Framed> framed;  // every record of every segment, in log order
+  Position durable;            // T: durable() after the last explicit sync()
+  uint64_t total_bytes = 0;    // bytes covered by `framed`
 };
 
 void build(const fs::path& dir, Built* out) {
@@ -102,7 +106,8 @@ void build(const fs::path& dir, Built* out) {
   // A batch: one large record (32..64 KiB) and three small ones (16..128
   // bytes), then a sync: about 20 sync sections over four segments.
   while ((*log)->durable().segment() < 4 || (*log)->durable().offset() < (64u << 10)) {
-    ASSERT_NO_FATAL_FAILURE(append(batch, 8 * std::uniform_int_distribution<size_t>(4000, 8000)(rng)));
+    ASSERT_NO_FATAL_FAILURE(
+        append(batch, 8 * std::uniform_int_distribution<size_t>(4000, 8000)(rng)));
     for (int i = 0; i < 3; ++i) {
       ASSERT_NO_FATAL_FAILURE(append(batch, 8 * std::uniform_int_distribution<size_t>(2, 16)(rng)));
     }
@@ -157,8 +162,8 @@ void expect_genuine(const Built& log, const std::vector<Replayed>& got) {
     uint32_t thread = 0;
     uint64_t seq = 0;
     auto it = log.by_position.find(r.position);
-    const bool ok = check_record(r.data, &thread, &seq) && it != log.by_position.end() &&
-                    it->second == r.data;
+    const bool ok =
+        check_record(r.data, &thread, &seq) && it != log.by_position.end() && it->second == r.data;
     if (!ok && bad++ < 3) {
       ADD_FAILURE() << "corrupted or invented record returned at " << r.position.to_string() << " ("
                     << r.data.size() << " bytes)";
@@ -179,8 +184,9 @@ testing::AssertionResult same_records(const std::vector<Replayed>& got,
   if (got.size() != want.size()) {
     return testing::AssertionFailure()
            << "got " << got.size() << " records, want " << want.size()
-           << (got.size() > want.size() ? "; first extra at " + got[want.size()].position.to_string()
-                                        : "; first missing at " + want[got.size()].position.to_string());
+           << (got.size() > want.size()
+                   ? "; first extra at " + got[want.size()].position.to_string()
+                   : "; first missing at " + want[got.size()].position.to_string());
   }
   return testing::AssertionSuccess();
 }
@@ -264,8 +270,8 @@ class Damage : public testing::Test {
 };
 
 TEST_F(Damage, UndamagedLogReplaysEverythingInEveryMode) {
-  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::skip_damaged,
-                            RecoveryMode::absolute}) {
+  for (RecoveryMode mode :
+       {RecoveryMode::tolerate_torn_tail, RecoveryMode::skip_damaged, RecoveryMode::absolute}) {
     SCOPED_TRACE(to_string(mode));
     auto o = open_copy(log_, log_.files, work_, mode);
     ASSERT_TRUE(o.has_value()) << o.error().describe();
@@ -295,18 +301,22 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
     const Framed& f = log_.framed[i];
     const bool has_payload = f.end > f.start + seg::kRecordHeaderSize;
     if (!kSanitized || i % 2 == 0 || !has_payload) {
-      samples.push_back({i, pick(f.start, f.start + seg::kRecordHeaderSize), static_cast<int>(pick(0, 8))});
+      samples.push_back(
+          {i, pick(f.start, f.start + seg::kRecordHeaderSize), static_cast<int>(pick(0, 8))});
     }
     if (has_payload && (!kSanitized || i % 2 == 1)) {
-      samples.push_back({i, pick(f.start + seg::kRecordHeaderSize, f.end), static_cast<int>(pick(0, 8))});
+      samples.push_back(
+          {i, pick(f.start + seg::kRecordHeaderSize, f.end), static_cast<int>(pick(0, 8))});
     }
   }
   ASSERT_LE(samples.size(), budget) << "the log has too many records for the sample budget";
   while (samples.size() < budget) {
     uint64_t k = std::uniform_int_distribution<uint64_t>(0, log_.total_bytes - 1)(rng);
     size_t i = 0;
-    for (; k >= log_.framed[i].end - log_.framed[i].start; ++i) k -= log_.framed[i].end - log_.framed[i].start;
-    samples.push_back({i, static_cast<uint32_t>(log_.framed[i].start + k), static_cast<int>(pick(0, 8))});
+    for (; k >= log_.framed[i].end - log_.framed[i].start; ++i)
+      k -= log_.framed[i].end - log_.framed[i].start;
+    samples.push_back(
+        {i, static_cast<uint32_t>(log_.framed[i].start + k), static_cast<int>(pick(0, 8))});
   }
 
   const Position T = log_.durable;
@@ -327,10 +337,11 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
     for (const char* k : {"data", "sync", "end", "session"}) EXPECT_GT(kinds[k], 0) << k;
     EXPECT_GT(durable, 0);
     EXPECT_GT(unfinished, 0);
-    std::printf("%zu samples over %zu records in %zu segments: %d data, %d sync, %d end, %d session; "
-                "%d before T=%s, %d in the final section\n",
-                samples.size(), log_.framed.size(), log_.files.size(), kinds["data"], kinds["sync"],
-                kinds["end"], kinds["session"], durable, T.to_string().c_str(), unfinished);
+    std::printf(
+        "%zu samples over %zu records in %zu segments: %d data, %d sync, %d end, %d session; "
+        "%d before T=%s, %d in the final section\n",
+        samples.size(), log_.framed.size(), log_.files.size(), kinds["data"], kinds["sync"],
+        kinds["end"], kinds["session"], durable, T.to_string().c_str(), unfinished);
   }
   int failing = 0;
   for (size_t n = 0; n < samples.size(); ++n) {
@@ -374,10 +385,10 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
         ASSERT_EQ(o->report.damage.size(), 1u) << describe_damage(o->report);
         EXPECT_EQ(o->report.damage[0].at, p) << describe_damage(o->report);
         // The skipped region runs to the next record, or to the end of the file.
-        const bool next_in_segment = smp.record + 1 < log_.framed.size() &&
-                                     log_.framed[smp.record + 1].segment == r.segment;
-        const uint64_t skipped = next_in_segment ? r.end - r.start
-                                                 : files.at(r.segment).size() - r.start;
+        const bool next_in_segment =
+            smp.record + 1 < log_.framed.size() && log_.framed[smp.record + 1].segment == r.segment;
+        const uint64_t skipped =
+            next_in_segment ? r.end - r.start : files.at(r.segment).size() - r.start;
         EXPECT_EQ(o->report.damage[0].bytes, skipped) << describe_damage(o->report);
         EXPECT_EQ(o->report.end, Position(log_.files.rbegin()->first, log_.framed.back().end));
       } else {
@@ -432,8 +443,8 @@ TEST_F(Damage, BadSegmentHeader) {
       EXPECT_EQ(d->bytes, file.size()) << describe_damage(o->report);
       EXPECT_NE(d->reason.find(name), std::string::npos) << d->reason;
       EXPECT_FALSE(o->report.torn_tail);
-      EXPECT_TRUE(same_records(o->records,
-                               select(log_, [&](Position q) { return q.segment() != id; })));
+      EXPECT_TRUE(
+          same_records(o->records, select(log_, [&](Position q) { return q.segment() != id; })));
       if (failures_so_far() != before) break;  // one failing header byte per segment is enough
     }
   }
@@ -448,7 +459,8 @@ TEST_F(Damage, MissingMiddleSegment) {
     {
       auto o = open_copy(log_, files, work_, RecoveryMode::tolerate_torn_tail);
       ASSERT_TRUE(o.has_value()) << o.error().describe();
-      EXPECT_TRUE(same_records(o->records, select(log_, [&](Position q) { return q.segment() < gone; })));
+      EXPECT_TRUE(
+          same_records(o->records, select(log_, [&](Position q) { return q.segment() < gone; })));
       ASSERT_EQ(o->report.damage.size(), 1u) << describe_damage(o->report);
       EXPECT_EQ(o->report.damage[0].at, Position(gone, 0)) << describe_damage(o->report);
       EXPECT_FALSE(o->report.torn_tail);
@@ -462,7 +474,8 @@ TEST_F(Damage, MissingMiddleSegment) {
     {
       auto o = open_copy(log_, files, work_, RecoveryMode::skip_damaged);
       ASSERT_TRUE(o.has_value()) << o.error().describe();
-      EXPECT_TRUE(same_records(o->records, select(log_, [&](Position q) { return q.segment() != gone; })));
+      EXPECT_TRUE(
+          same_records(o->records, select(log_, [&](Position q) { return q.segment() != gone; })));
       ASSERT_EQ(o->report.damage.size(), 1u) << describe_damage(o->report);
       EXPECT_EQ(o->report.damage[0].at, Position(gone, 0)) << describe_damage(o->report);
       EXPECT_FALSE(o->report.torn_tail);

@@ -11,10 +11,9 @@
 //   - a bad header, a foreign file, a missing directory and bad arguments
 //     get clear messages and the documented exit codes.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -183,8 +182,9 @@ TEST(Dump, HealthyLog) {
   Output part = dump({"print", dir, "--raw", "--from", from.to_string(), "--to", to.to_string()});
   EXPECT_EQ(part.rc, 0) << part.err;
   expect_same(parse_raw(part.out), {written.begin() + 10, written.begin() + 300});
-  Output mid = dump({"print", dir, "--raw", "--from", Position(from.segment(), from.offset() + 1).to_string(),
-                  "--to", Position(to.segment(), to.offset() + 1).to_string()});
+  Output mid = dump({"print", dir, "--raw", "--from",
+                     Position(from.segment(), from.offset() + 1).to_string(), "--to",
+                     Position(to.segment(), to.offset() + 1).to_string()});
   expect_same(parse_raw(mid.out), {written.begin() + 11, written.begin() + 301});
 
   Output hex = dump({"print", dir, "--to", written[1].position.to_string()});

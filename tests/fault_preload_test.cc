@@ -19,9 +19,9 @@ struct ChildRun {
 };
 
 ChildRun run_child(const std::filesystem::path& dir, const std::string& config, int fail_at) {
-  const std::string cmd = "LD_PRELOAD=" FAIL_FDATASYNC_LIB " SYNCLOG_FAIL_FDATASYNC_AT=" +
-                          std::to_string(fail_at) + " " FAULT_CHILD_BIN " " + dir.string() + " '" +
-                          config + "' 2>&1";
+  const std::string cmd =
+      "LD_PRELOAD=" FAIL_FDATASYNC_LIB " SYNCLOG_FAIL_FDATASYNC_AT=" + std::to_string(fail_at) +
+      " " FAULT_CHILD_BIN " " + dir.string() + " '" + config + "' 2>&1";
   ChildRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -40,11 +40,13 @@ TEST(FaultPreload, FailedFdatasyncStopsTheLogAndLosesNothingAcknowledged) {
   EXPECT_NE(r.out.find("error failed: the log stopped after a failed sync"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("Input/output error"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("again failed:"), std::string::npos) << "a later append was acked:\n" << r.out;
+  EXPECT_NE(r.out.find("again failed:"), std::string::npos) << "a later append was acked:\n"
+                                                            << r.out;
   std::istringstream lines(r.out);
   std::vector<std::string> acked;
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("acked ", 0) == 0) acked.push_back("record " + line.substr(6, line.find(' ', 6) - 6));
+    if (line.rfind("acked ", 0) == 0)
+      acked.push_back("record " + line.substr(6, line.find(' ', 6) - 6));
   }
   ASSERT_GT(acked.size(), 5u);
   Config cfg = *Config::parse(kPwrite);
@@ -59,8 +61,10 @@ TEST(FaultPreload, AbortPolicyAbortsTheProcess) {
   TempDir dir;
   ChildRun r = run_child(dir.path(), std::string(kPwrite) + ",on_sync_failure=abort", 40);
   ASSERT_TRUE(WIFSIGNALED(r.status) || (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 134))
-      << "status " << r.status << "\n" << r.out;
-  EXPECT_NE(r.out.find("sync failed, aborting (on_sync_failure=abort)"), std::string::npos) << r.out;
+      << "status " << r.status << "\n"
+      << r.out;
+  EXPECT_NE(r.out.find("sync failed, aborting (on_sync_failure=abort)"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace

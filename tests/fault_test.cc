@@ -31,8 +31,8 @@ class FailNthSync : public io::Hook {
  private:
   static bool is_data_sync(const io::Event& e) {
     const bool segment = e.path.extension() == ".seg";
-    return segment && (e.op == io::Op::msync || e.op == io::Op::datasync ||
-                       e.op == io::Op::direct_write);
+    return segment &&
+           (e.op == io::Op::msync || e.op == io::Op::datasync || e.op == io::Op::direct_write);
   }
   const int n_;
   std::atomic<int> count_{0};

@@ -1,9 +1,9 @@
+#include "segments/format.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
-
-#include "segments/format.h"
 
 namespace synclog::seg {
 namespace {
@@ -33,7 +33,8 @@ TEST(Format, HeaderDamageIsNamed) {
     auto h = decode_header(copy);
     EXPECT_FALSE(h.has_value()) << "flip at byte " << i << " went unnoticed";
   }
-  EXPECT_NE(decode_header(std::span(buf).first(10)).error().message.find("shorter"), std::string::npos);
+  EXPECT_NE(decode_header(std::span(buf).first(10)).error().message.find("shorter"),
+            std::string::npos);
   std::vector<std::byte> zeros(kHeaderSize);
   EXPECT_NE(decode_header(zeros).error().message.find("magic"), std::string::npos);
 }

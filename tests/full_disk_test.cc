@@ -75,10 +75,10 @@ class SmallDisk {
   std::string why_;
 };
 
-#define MOUNT_OR_SKIP(disk)                                                              \
-  if (!(disk).mounted()) {                                                               \
+#define MOUNT_OR_SKIP(disk)                                                               \
+  if (!(disk).mounted()) {                                                                \
     GTEST_SKIP() << "cannot mount a small tmpfs to fill up (needs root, CAP_SYS_ADMIN): " \
-                 << (disk).why();                                                        \
+                 << (disk).why();                                                         \
   }
 
 // Turns a SIGBUS (an mmap store into a page the full disk could not back)
@@ -142,8 +142,8 @@ void expect_replay(const std::vector<Replayed>& replayed, const std::vector<Acke
   ASSERT_EQ(replayed.size(), want.size()) << when;
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(replayed[i].position, want[i]->position) << when << ": record " << i;
-    ASSERT_EQ(replayed[i].data, want[i]->data) << when << ": record " << i << " at "
-                                               << want[i]->position.to_string();
+    ASSERT_EQ(replayed[i].data, want[i]->data)
+        << when << ": record " << i << " at " << want[i]->position.to_string();
   }
 }
 
@@ -328,9 +328,10 @@ TEST_P(FullDisk, BlockedWritersResumeWhenAnotherThreadReleasesSpace) {
   writers.clear();
   const auto resumed_in = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - release_at);
-  std::printf("%d writers blocked on a full disk, then did %d appends each in %lld ms after the "
-              "release\n",
-              kWriters, kAfterRelease, static_cast<long long>(resumed_in.count()));
+  std::printf(
+      "%d writers blocked on a full disk, then did %d appends each in %lld ms after the "
+      "release\n",
+      kWriters, kAfterRelease, static_cast<long long>(resumed_in.count()));
   ASSERT_TRUE(errors.empty()) << "an append failed after the release: " << errors[0].describe();
   EXPECT_LT(resumed_in, 20s);
 

@@ -185,7 +185,8 @@ void send(int fd, const Msg& m) {
         if (think_us > 0) {
           // A writer that does other work between appends: then segment
           // allocation is not the bottleneck, and syncs overlap appends.
-          std::this_thread::sleep_for(std::chrono::microseconds(think_us / 2 + seq * 7919 % think_us));
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(think_us / 2 + seq * 7919 % think_us));
         }
         if (Clock::now() > give_up) ::_exit(6);  // never killed: the parent is stuck
       }
@@ -280,7 +281,8 @@ std::string verify(Lane& lane, uint32_t round, const RoundResult& rr) {
   const Position end = log.recovery().end;
   const bool torn = log.recovery().torn_tail;
   const std::vector<Replayed> replayed = read_all(log);
-  if (auto r = log.close(); !r) err << "close after replay failed: " << r.error().describe() << "\n";
+  if (auto r = log.close(); !r)
+    err << "close after replay failed: " << r.error().describe() << "\n";
   opened->reset();
 
   const uint32_t base = round * kThreadStride;
@@ -394,11 +396,11 @@ std::string verify(Lane& lane, uint32_t round, const RoundResult& rr) {
   if (std::getenv("SYNCLOG_KILL9_VERBOSE")) {
     Position last_ack;
     for (const Msg& m : rr.acks) last_ack = std::max(last_ack, Position::from_raw(m.raw));
-    std::printf("kill9: round %u: %zu acks (last at %s), %zu records replay (end %s), "
-                "release floor %s, recovered end %s%s\n",
-                round, rr.acks.size(), last_ack.to_string().c_str(), now.size(),
-                prev.to_string().c_str(), lane.floor.to_string().c_str(),
-                end.to_string().c_str(), torn ? ", torn tail" : "");
+    std::printf(
+        "kill9: round %u: %zu acks (last at %s), %zu records replay (end %s), "
+        "release floor %s, recovered end %s%s\n",
+        round, rr.acks.size(), last_ack.to_string().c_str(), now.size(), prev.to_string().c_str(),
+        lane.floor.to_string().c_str(), end.to_string().c_str(), torn ? ", torn tail" : "");
   }
   lane.expected = std::move(now);
   return err.str();
@@ -407,8 +409,9 @@ std::string verify(Lane& lane, uint32_t round, const RoundResult& rr) {
 TEST(Kill9, AcknowledgedAppendsSurviveSigkill) {
   const uint64_t seed = env_or("SYNCLOG_KILL9_SEED", 20261130);
   const int rounds = static_cast<int>(env_or("SYNCLOG_KILL9_ROUNDS", 32));
-  std::printf("kill9: backend %s, seed %llu, %d rounds (SYNCLOG_KILL9_SEED / SYNCLOG_KILL9_ROUNDS)\n",
-              backend_under_test().c_str(), static_cast<unsigned long long>(seed), rounds);
+  std::printf(
+      "kill9: backend %s, seed %llu, %d rounds (SYNCLOG_KILL9_SEED / SYNCLOG_KILL9_ROUNDS)\n",
+      backend_under_test().c_str(), static_cast<unsigned long long>(seed), rounds);
   std::mt19937_64 rng(seed);
 
   Lane lanes[2];
@@ -477,8 +480,7 @@ TEST(Kill9, AcknowledgedAppendsSurviveSigkill) {
       }
     }
     if (alive) {
-      alive = read_acks(fds[0], &pending, &rr,
-                        Clock::now() + std::chrono::milliseconds(delay_ms));
+      alive = read_acks(fds[0], &pending, &rr, Clock::now() + std::chrono::milliseconds(delay_ms));
     }
     if (alive) ::kill(pid, SIGKILL);
     // Every ack the child wrote before it died is still in the pipe.
@@ -501,11 +503,12 @@ TEST(Kill9, AcknowledgedAppendsSurviveSigkill) {
     lane.seconds += std::chrono::duration<double>(Clock::now() - round_start).count();
   }
   for (const Lane& lane : lanes) {
-    std::printf("kill9: %s: %d rounds, %llu acks checked, %llu kills before open finished, "
-                "%zu records in the log at the end, %.2f s\n",
-                lane.name.c_str(), lane.rounds, static_cast<unsigned long long>(lane.acks),
-                static_cast<unsigned long long>(lane.killed_before_open), lane.expected.size(),
-                lane.seconds);
+    std::printf(
+        "kill9: %s: %d rounds, %llu acks checked, %llu kills before open finished, "
+        "%zu records in the log at the end, %.2f s\n",
+        lane.name.c_str(), lane.rounds, static_cast<unsigned long long>(lane.acks),
+        static_cast<unsigned long long>(lane.killed_before_open), lane.expected.size(),
+        lane.seconds);
   }
 }
 

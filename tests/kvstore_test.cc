@@ -11,8 +11,8 @@
 //
 // $SYNCLOG_KVSTORE_SEED and $SYNCLOG_KVSTORE_ROUNDS override the fixed seed
 // and the rounds per medium.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -52,9 +52,12 @@ struct Op {
   std::string key, value;
   std::string line() const {
     switch (kind) {
-      case put: return "put " + key + " " + value + "\n";
-      case del: return "del " + key + "\n";
-      case checkpoint: return "checkpoint\n";
+      case put:
+        return "put " + key + " " + value + "\n";
+      case del:
+        return "del " + key + "\n";
+      case checkpoint:
+        return "checkpoint\n";
     }
     return {};
   }
@@ -198,8 +201,8 @@ void run_rounds(const std::string& base, uint32_t rounds, std::mt19937_64& rng, 
       match = got == candidate;
     }
     tally->recovered_in_flight += applied;
-    ASSERT_TRUE(match) << "recovered state is not acknowledged + a prefix of the "
-                       << pending.size() << " unacknowledged commands:\n"
+    ASSERT_TRUE(match) << "recovered state is not acknowledged + a prefix of the " << pending.size()
+                       << " unacknowledged commands:\n"
                        << describe_diff(got, acked);
     acked = got;
     pending.clear();
@@ -265,11 +268,12 @@ TEST(KvStore, AcknowledgedPutsSurviveSigkill) {
     Tally t;
     run_rounds(base, rounds, rng, &t);
     if (HasFatalFailure()) return;
-    std::printf("%s: %llu kills, %llu acknowledged commands, %llu in flight at the kills, "
-                "%llu of those recovered\n",
-                base.c_str(), static_cast<unsigned long long>(t.kills),
-                static_cast<unsigned long long>(t.acked), static_cast<unsigned long long>(t.in_flight),
-                static_cast<unsigned long long>(t.recovered_in_flight));
+    std::printf(
+        "%s: %llu kills, %llu acknowledged commands, %llu in flight at the kills, "
+        "%llu of those recovered\n",
+        base.c_str(), static_cast<unsigned long long>(t.kills),
+        static_cast<unsigned long long>(t.acked), static_cast<unsigned long long>(t.in_flight),
+        static_cast<unsigned long long>(t.recovered_in_flight));
   }
 }
 

@@ -33,9 +33,11 @@ TEST(Tail, FollowsAWriterAcrossSegmentSwitches) {
     ASSERT_TRUE(rec->has_value()) << "timed out at record " << i;
     uint32_t t;
     uint64_t seq;
-    const std::string_view bytes(reinterpret_cast<const char*>((*rec)->data.data()), (*rec)->data.size());
+    const std::string_view bytes(reinterpret_cast<const char*>((*rec)->data.data()),
+                                 (*rec)->data.size());
     ASSERT_TRUE(check_record(bytes, &t, &seq));
-    ASSERT_EQ(seq, uint64_t(i)) << "at " << (*rec)->position.to_string() << " after " << last.to_string();
+    ASSERT_EQ(seq, uint64_t(i)) << "at " << (*rec)->position.to_string() << " after "
+                                << last.to_string();
     ASSERT_LT(last, (*rec)->position);
     ASSERT_LE((*rec)->position, (*log)->durable());  // only durable records
     last = (*rec)->position;
@@ -61,7 +63,8 @@ TEST(Tail, AReleasedSegmentItStillNeedsIsAnError) {
   ASSERT_TRUE(log.has_value());
   Position first = *(*log)->append(make_record(0, 0, 1000));
   Position p = first;
-  for (int i = 1; p.segment() < first.segment() + 3; ++i) p = *(*log)->append(make_record(0, i, 1000));
+  for (int i = 1; p.segment() < first.segment() + 3; ++i)
+    p = *(*log)->append(make_record(0, i, 1000));
   auto tailer = (*log)->tail();
   ASSERT_TRUE(tailer.has_value());
   ASSERT_TRUE((*log)->release_before(p).has_value());

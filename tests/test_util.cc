@@ -1,14 +1,14 @@
 #include "test_util.h"
 
-#include "segments/segment.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <random>
+
+#include "segments/segment.h"
 
 namespace synclog::test {
 
@@ -67,9 +67,9 @@ std::vector<Replayed> read_all(const Log& log, Position from) {
     auto rec = reader->next();
     EXPECT_TRUE(rec.has_value()) << rec.error().describe();
     if (!rec || !*rec) break;
-    out.push_back(Replayed{(*rec)->position,
-                           std::string(reinterpret_cast<const char*>((*rec)->data.data()),
-                                       (*rec)->data.size())});
+    out.push_back(Replayed{
+        (*rec)->position,
+        std::string(reinterpret_cast<const char*>((*rec)->data.data()), (*rec)->data.size())});
   }
   return out;
 }
@@ -94,11 +94,18 @@ Config small_config(const std::filesystem::path& dir) {
   Config c = parsed.value_or(Config{});
   switch (c.backend) {
     case BackendKind::msync:
-    case BackendKind::msync_pool: c.segment_kind = SegmentKind::mmap; break;
+    case BackendKind::msync_pool:
+      c.segment_kind = SegmentKind::mmap;
+      break;
     case BackendKind::uring:
-    case BackendKind::aio: c.segment_kind = SegmentKind::direct; break;
-    case BackendKind::pwrite: c.segment_kind = SegmentKind::buffered; break;
-    case BackendKind::auto_select: break;
+    case BackendKind::aio:
+      c.segment_kind = SegmentKind::direct;
+      break;
+    case BackendKind::pwrite:
+      c.segment_kind = SegmentKind::buffered;
+      break;
+    case BackendKind::auto_select:
+      break;
   }
   c.sync_threads = 2;
   c.dir = dir;

@@ -32,7 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 struct Written {
   Position position;
   std::string data;
@@ -90,7 +89,7 @@ struct Built {
 };
 
 // The final, unsynced batch: sizes 1..300 with every padding length.
-constexpr size_t kFinalSizes[] = {1,  2,  3,  5,  7,  8,  9,  12,  15,  16,
+constexpr size_t kFinalSizes[] = {1,  2,  3,  5,  7,  8,  9,   12,  15,  16,
                                   17, 24, 31, 33, 48, 64, 100, 127, 200, 300};
 
 void build(const fs::path& dir, bool roll_over, Built* out) {
@@ -117,7 +116,8 @@ void build(const fs::path& dir, bool roll_over, Built* out) {
   }
   // ...then a few small synced batches.
   for (int b = 0; b < 4; ++b, ++batch) {
-    for (int i = 0; i < 10; ++i) ASSERT_NO_FATAL_FAILURE(append(batch, 16 + (b * 10 + i) * 37 % 480));
+    for (int i = 0; i < 10; ++i)
+      ASSERT_NO_FATAL_FAILURE(append(batch, 16 + (b * 10 + i) * 37 % 480));
     ASSERT_TRUE((*log)->sync().has_value());
   }
   out->durable = (*log)->durable();
@@ -158,7 +158,7 @@ void build(const fs::path& dir, bool roll_over, Built* out) {
 
 struct Expected {
   std::vector<Written> records;
-  uint32_t end = 0;               // offset in the last segment where replay stops
+  uint32_t end = 0;  // offset in the last segment where replay stops
   bool end_record_survives = false;
 };
 
@@ -179,7 +179,8 @@ Expected expected_after_cut(const Built& log, uint32_t c, bool zeroed) {
     if (f.kind == seg::Kind::end) e.end_record_survives = true;
   }
   for (const Written& w : log.records) {
-    if (w.position.segment() < log.last || survives.contains(static_cast<uint32_t>(w.position.offset()))) {
+    if (w.position.segment() < log.last ||
+        survives.contains(static_cast<uint32_t>(w.position.offset()))) {
       e.records.push_back(w);
     }
   }
@@ -199,10 +200,11 @@ testing::AssertionResult same_records(const std::vector<Replayed>& got,
     }
   }
   if (got.size() != want.size()) {
-    return testing::AssertionFailure() << "got " << got.size() << " records, want " << want.size()
-                                       << (got.size() > want.size()
-                                               ? "; first extra at " + got[want.size()].position.to_string()
-                                               : "; first missing at " + want[got.size()].position.to_string());
+    return testing::AssertionFailure()
+           << "got " << got.size() << " records, want " << want.size()
+           << (got.size() > want.size()
+                   ? "; first extra at " + got[want.size()].position.to_string()
+                   : "; first missing at " + want[got.size()].position.to_string());
   }
   return testing::AssertionSuccess();
 }

@@ -14,7 +14,6 @@
 // log as Log::open would see it is not healthy); 2 usage errors or a directory
 // that cannot be read at all.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -77,18 +76,23 @@ std::string hex64(uint64_t v) {
 
 const char* kind_name(seg::Kind k) {
   switch (k) {
-    case seg::Kind::data: return "data";
-    case seg::Kind::sync: return "sync";
-    case seg::Kind::end: return "end";
-    case seg::Kind::session: return "session";
-    case seg::Kind::none: break;
+    case seg::Kind::data:
+      return "data";
+    case seg::Kind::sync:
+      return "sync";
+    case seg::Kind::end:
+      return "end";
+    case seg::Kind::session:
+      return "session";
+    case seg::Kind::none:
+      break;
   }
   return "none";
 }
 
 bool parse_mode(const std::string& s, RecoveryMode* mode) {
-  for (RecoveryMode m : {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute,
-                         RecoveryMode::skip_damaged}) {
+  for (RecoveryMode m :
+       {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
     std::string name = synclog::to_string(m);
     std::replace(name.begin(), name.end(), '_', '-');
     std::string alt = s;
@@ -207,7 +211,8 @@ FileScan scan_file(const fs::path& dir, uint64_t id, const std::string& name) {
       f.end = EndKind::clean;
     } else {
       f.end = EndKind::torn;
-      f.why = d.status == seg::Decode::empty ? "unwritten slot followed by written bytes" : d.reason;
+      f.why =
+          d.status == seg::Decode::empty ? "unwritten slot followed by written bytes" : d.reason;
     }
     break;
   }
@@ -280,10 +285,18 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
     };
     std::string end;
     switch (f.end) {
-      case EndKind::end_record: end = "end record"; break;
-      case EndKind::clean: end = "clean"; break;
-      case EndKind::torn: end = "torn"; break;
-      case EndKind::bad_header: end = "bad header"; break;
+      case EndKind::end_record:
+        end = "end record";
+        break;
+      case EndKind::clean:
+        end = "clean";
+        break;
+      case EndKind::torn:
+        end = "torn";
+        break;
+      case EndKind::bad_header:
+        end = "bad header";
+        break;
     }
     if (damaged.count(f.id) && f.end != EndKind::bad_header) end = "damaged";
     std::string durable = "-";
@@ -299,12 +312,15 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
                 at(f.first_data).c_str(), at(f.last_data).c_str(), end.c_str(), durable.c_str());
     if (f.end == EndKind::bad_header) std::printf("    bad header: %s\n", f.header_error.c_str());
     if (f.end == EndKind::torn) {
-      std::printf("    walk stopped at %s: %s\n", pos(Position(f.id, f.stop)).c_str(), f.why.c_str());
+      std::printf("    walk stopped at %s: %s\n", pos(Position(f.id, f.stop)).c_str(),
+                  f.why.c_str());
     }
   }
   for (const auto& t : d->temp_files) {
-    std::printf("%-24s (temp file: a spare being made or a segment being recycled; "
-                "Log::open deletes it)\n", t.c_str());
+    std::printf(
+        "%-24s (temp file: a spare being made or a segment being recycled; "
+        "Log::open deletes it)\n",
+        t.c_str());
   }
   std::printf("\n%zu segment file(s), %zu temp file(s)%s\n", d->segments.size(),
               d->temp_files.size(), d->lock ? ", LOCK" : "");
@@ -357,7 +373,8 @@ int cmd_verify(const fs::path& dir, RecoveryMode mode) {
   std::printf("log id %s, %u segment file(s), %" PRIu64 " records, replay ends at %s\n",
               hex64(rec->log_id).c_str(), r.segments, r.records, pos(r.end).c_str());
   if (r.torn_tail) {
-    std::printf("torn tail: %" PRIu64 " bytes at %s dropped (an unfinished write after the last "
+    std::printf("torn tail: %" PRIu64
+                " bytes at %s dropped (an unfinished write after the last "
                 "complete sync: never acknowledged)\n",
                 r.torn_bytes, pos(r.end).c_str());
   }
@@ -492,8 +509,10 @@ int cmd_config(const fs::path& dir) {
     std::printf("segments %" PRIu64 "..%" PRIu64 ":\n", r.first, r.last);
     std::printf("  format version  %u\n", seg::kVersion);
     std::printf("  segment_size    %" PRIu64 " bytes (%" PRIu64 " KiB)\n", r.size, r.size >> 10);
-    std::printf("  block_size      %u (the direct I/O alignment for direct segments; 4096 "
-                "otherwise)\n", r.block);
+    std::printf(
+        "  block_size      %u (the direct I/O alignment for direct segments; 4096 "
+        "otherwise)\n",
+        r.block);
     std::printf("  log id          %s\n", hex64(r.log_id).c_str());
   }
   std::printf(

@@ -81,7 +81,8 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const std::filesystem::path& dir,
                                                synclog::Config config) {
   std::error_code ec;
   std::filesystem::create_directories(dir / "log", ec);
-  if (ec) return make_error(Errc::io_error, "create " + (dir / "log").string() + ": " + ec.message());
+  if (ec)
+    return make_error(Errc::io_error, "create " + (dir / "log").string() + ": " + ec.message());
   // A snapshot.tmp is a checkpoint that crashed before its rename: ignore it.
   std::filesystem::remove(dir / "snapshot.tmp", ec);
 
@@ -100,7 +101,9 @@ Result<void> KvStore::load_snapshot() {
   if (!in) return {};  // no checkpoint yet
   const std::string file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::string_view s = file;
-  auto bad = [&] { return make_error(Errc::corruption, (dir_ / "snapshot").string() + ": malformed"); };
+  auto bad = [&] {
+    return make_error(Errc::corruption, (dir_ / "snapshot").string() + ": malformed");
+  };
   if (!s.starts_with(kSnapMagic)) return bad();
   s.remove_prefix(kSnapMagic.size());
   uint64_t raw = 0;
@@ -124,7 +127,8 @@ Result<void> KvStore::replay() {
     if (!*rec) return {};
     const auto& data = (*rec)->data;
     if (!apply(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()))) {
-      return make_error(Errc::corruption, "undecodable kv record at " + (*rec)->position.to_string());
+      return make_error(Errc::corruption,
+                        "undecodable kv record at " + (*rec)->position.to_string());
     }
     next_ = synclog::Position::from_raw((*rec)->position.raw() + 1);
   }

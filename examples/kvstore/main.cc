@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
     } else if (cmd == "quit") {
       break;
     } else {
-      std::printf("error: unknown command (put KEY VALUE | get KEY | del KEY | checkpoint | quit)\n");
+      std::printf(
+          "error: unknown command (put KEY VALUE | get KEY | del KEY | checkpoint | quit)\n");
       std::fflush(stdout);
       continue;
     }

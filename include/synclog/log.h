@@ -27,7 +27,7 @@
 namespace synclog {
 
 struct Record {
-  Position position;               // where the record starts; pass to release_before
+  Position position;                // where the record starts; pass to release_before
   std::span<const std::byte> data;  // valid until the Reader's next call
 };
 
@@ -49,7 +49,6 @@ struct RecoveryReport {
   uint64_t torn_bytes = 0;  // bytes of that unfinished write (up to the segment end)
   std::vector<Damage> damage;
 };
-
 
 // Yields records in log order. Obtained from Log::read(); it sees the records
 // that were durable when it was made. Not thread-safe; the Log must outlive it.

@@ -15,8 +15,8 @@ namespace synclog::io {
 namespace {
 
 uint32_t sysfs_logical_block_size(dev_t dev) {
-  const std::string base = "/sys/dev/block/" + std::to_string(major(dev)) + ":" +
-                           std::to_string(minor(dev));
+  const std::string base =
+      "/sys/dev/block/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
   // A partition has no queue/ of its own: its parent directory does.
   for (const char* rel : {"/queue/logical_block_size", "/../queue/logical_block_size"}) {
     std::ifstream f(base + rel);
@@ -35,15 +35,15 @@ Result<uint32_t> probe_direct_alignment(const std::filesystem::path& dir) {
   int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
-    return make_error(Errc::unsupported,
-                      "the filesystem of " + dir.string() + " refuses O_DIRECT: " + std::strerror(err),
-                      err);
+    return make_error(
+        Errc::unsupported,
+        "the filesystem of " + dir.string() + " refuses O_DIRECT: " + std::strerror(err), err);
   }
   struct statx stx;
   std::memset(&stx, 0, sizeof stx);
   uint32_t align = 0;
-  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN) &&
-      stx.stx_dio_offset_align > 0) {
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+      (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align > 0) {
     align = stx.stx_dio_offset_align;
   }
   struct stat st;

@@ -1,7 +1,5 @@
 #include "io/file.h"
 
-#include "io/hook.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "io/hook.h"
 
 namespace synclog::io {
 
@@ -43,11 +43,21 @@ void File::close() {
 Result<File> File::open(const std::filesystem::path& path, Mode mode) {
   int flags = O_CLOEXEC;
   switch (mode) {
-    case Mode::read: flags |= O_RDONLY; break;
-    case Mode::read_write: flags |= O_RDWR; break;
-    case Mode::create_new: flags |= O_RDWR | O_CREAT | O_EXCL; break;
-    case Mode::create_or_open: flags |= O_RDWR | O_CREAT; break;
-    case Mode::direct: flags |= O_RDWR | O_DIRECT; break;
+    case Mode::read:
+      flags |= O_RDONLY;
+      break;
+    case Mode::read_write:
+      flags |= O_RDWR;
+      break;
+    case Mode::create_new:
+      flags |= O_RDWR | O_CREAT | O_EXCL;
+      break;
+    case Mode::create_or_open:
+      flags |= O_RDWR | O_CREAT;
+      break;
+    case Mode::direct:
+      flags |= O_RDWR | O_DIRECT;
+      break;
   }
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return sys_error("open", path, errno);
@@ -122,10 +132,9 @@ Result<void> File::lock_exclusive() const {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     if (err == EWOULDBLOCK) {
-      return make_error(Errc::bad_directory,
-                        "log directory is in use by another process (lock held on " +
-                            path_.string() + ")",
-                        err);
+      return make_error(
+          Errc::bad_directory,
+          "log directory is in use by another process (lock held on " + path_.string() + ")", err);
     }
     return sys_error("flock", path_, err);
   }
@@ -164,7 +173,8 @@ Result<void> rename_file(const std::filesystem::path& from, const std::filesyste
 }
 
 Result<void> remove_file(const std::filesystem::path& path) {
-  int err = hooked(Event{Op::remove, path}, [&] { return ::unlink(path.c_str()) == 0 ? 0 : errno; });
+  int err =
+      hooked(Event{Op::remove, path}, [&] { return ::unlink(path.c_str()) == 0 ? 0 : errno; });
   if (err != 0) return sys_error("unlink", path, err);
   return {};
 }

@@ -36,7 +36,10 @@ class Hook {
  public:
   virtual ~Hook() = default;
   // Before the operation; a non-zero errno fails it without doing it.
-  virtual int before(const Event& event) { (void)event; return 0; }
+  virtual int before(const Event& event) {
+    (void)event;
+    return 0;
+  }
   // After the operation succeeded.
   virtual void after(const Event& event) { (void)event; }
 };

@@ -1,13 +1,13 @@
 #include "io/uring.h"
 
-#include "io/hook.h"
-
 #include <liburing.h>
 #include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+
+#include "io/hook.h"
 
 namespace synclog::io {
 
@@ -33,8 +33,7 @@ Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buff
   if (rc < 0) {
     return make_error(Errc::unsupported,
                       std::string("io_uring is not available here (io_uring_setup: ") +
-                          std::strerror(-rc) +
-                          "; see kernel.io_uring_disabled and seccomp policy)",
+                          std::strerror(-rc) + "; see kernel.io_uring_disabled and seccomp policy)",
                       -rc);
   }
   Uring u;

@@ -30,7 +30,8 @@ class Uring {
   ~Uring();
 
   // Points a fixed-file slot at `fd` (-1 clears it); `path` names it.
-  [[nodiscard]] Result<void> set_file(unsigned slot, int fd, const std::filesystem::path& path = {});
+  [[nodiscard]] Result<void> set_file(unsigned slot, int fd,
+                                      const std::filesystem::path& path = {});
   // Points a fixed-buffer slot at memory (empty span clears it). The pages
   // are pinned until the slot is cleared.
   [[nodiscard]] Result<void> set_buffer(unsigned slot, std::span<std::byte> memory);

@@ -1,10 +1,11 @@
+#include "synclog/config.h"
+
 #include <charconv>
 #include <cstring>
 #include <functional>
 #include <span>
 
 #include "segments/format.h"
-#include "synclog/config.h"
 
 namespace synclog {
 namespace {
@@ -15,19 +16,19 @@ struct Named {
   E value;
 };
 
-constexpr Named<BackendKind> kBackends[] = {{"msync", BackendKind::msync},
-                                            {"msync-pool", BackendKind::msync_pool},
-                                            {"uring", BackendKind::uring},
-                                            {"aio", BackendKind::aio},
-                                            {"pwrite", BackendKind::pwrite},
-                                            {"auto", BackendKind::auto_select}};
-constexpr Named<SegmentKind> kKinds[] = {
-    {"mmap", SegmentKind::mmap}, {"direct", SegmentKind::direct}, {"buffered", SegmentKind::buffered}};
+constexpr Named<BackendKind> kBackends[] = {
+    {"msync", BackendKind::msync},   {"msync-pool", BackendKind::msync_pool},
+    {"uring", BackendKind::uring},   {"aio", BackendKind::aio},
+    {"pwrite", BackendKind::pwrite}, {"auto", BackendKind::auto_select}};
+constexpr Named<SegmentKind> kKinds[] = {{"mmap", SegmentKind::mmap},
+                                         {"direct", SegmentKind::direct},
+                                         {"buffered", SegmentKind::buffered}};
 constexpr Named<SyncMode> kModes[] = {
     {"periodic", SyncMode::periodic}, {"batch", SyncMode::batch}, {"group", SyncMode::group}};
-constexpr Named<RecoveryMode> kRecovery[] = {{"tolerate-torn-tail", RecoveryMode::tolerate_torn_tail},
-                                             {"absolute", RecoveryMode::absolute},
-                                             {"skip-damaged", RecoveryMode::skip_damaged}};
+constexpr Named<RecoveryMode> kRecovery[] = {
+    {"tolerate-torn-tail", RecoveryMode::tolerate_torn_tail},
+    {"absolute", RecoveryMode::absolute},
+    {"skip-damaged", RecoveryMode::skip_damaged}};
 constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};
 constexpr Named<DirectSync> kDirectSyncs[] = {{"dsync", DirectSync::dsync},
                                               {"fdatasync", DirectSync::fdatasync}};
@@ -85,8 +86,7 @@ Result<uint64_t> parse_scaled(std::string_view key, std::string_view value,
 
 constexpr std::pair<const char*, uint64_t> kSizeUnits[] = {
     {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
-constexpr std::pair<const char*, uint64_t> kTimeUnits[] = {
-    {"us", 1}, {"ms", 1000}, {"s", 1000000}};
+constexpr std::pair<const char*, uint64_t> kTimeUnits[] = {{"us", 1}, {"ms", 1000}, {"s", 1000000}};
 
 Result<uint64_t> parse_size(std::string_view key, std::string_view value) {
   return parse_scaled(key, value, kSizeUnits, "a byte count such as 4096, 64KiB, 32MiB or 1GiB");
@@ -171,12 +171,13 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "recycle") return assign(parse_bool(key, value), &recycle);
   if (key == "prezero") return assign(parse_bool(key, value), &prezero);
   if (key == "metrics") return assign(parse_bool(key, value), &metrics);
-  return make_error(Errc::invalid_config,
-                    "unknown config key '" + std::string(key) +
-                        "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
-                        "segment_size, spare_segments, recycle, prezero, max_total_size, "
-                        "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
-                        "block_size, metrics, on_sync_failure)");
+  return make_error(
+      Errc::invalid_config,
+      "unknown config key '" + std::string(key) +
+          "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
+          "segment_size, spare_segments, recycle, prezero, max_total_size, "
+          "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
+          "block_size, metrics, on_sync_failure)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -235,19 +236,26 @@ Result<void> Config::validate() const {
     return invalid("config key 'queue_depth': " + std::to_string(queue_depth) +
                    " is outside 1..4096");
   }
-  if (block_size != 0 && (block_size < 512 || block_size > 4096 ||
-                          (block_size & (block_size - 1)) != 0)) {
+  if (block_size != 0 &&
+      (block_size < 512 || block_size > 4096 || (block_size & (block_size - 1)) != 0)) {
     return invalid("config key 'block_size': " + std::to_string(block_size) +
                    " is not 0 (probe) or a power of two from 512 to 4096");
   }
   SegmentKind needs = segment_kind;
   switch (backend) {
     case BackendKind::msync:
-    case BackendKind::msync_pool: needs = SegmentKind::mmap; break;
+    case BackendKind::msync_pool:
+      needs = SegmentKind::mmap;
+      break;
     case BackendKind::uring:
-    case BackendKind::aio: needs = SegmentKind::direct; break;
-    case BackendKind::pwrite: needs = SegmentKind::buffered; break;
-    case BackendKind::auto_select: break;
+    case BackendKind::aio:
+      needs = SegmentKind::direct;
+      break;
+    case BackendKind::pwrite:
+      needs = SegmentKind::buffered;
+      break;
+    case BackendKind::auto_select:
+      break;
   }
   const bool ok_pair = needs == segment_kind;
   if (!ok_pair) {
@@ -261,7 +269,9 @@ Result<void> Config::validate() const {
 
 std::string Config::to_string() const {
   std::string s;
-  auto add = [&](const char* k, const std::string& v) { s += (s.empty() ? "" : ",") + (k + ("=" + v)); };
+  auto add = [&](const char* k, const std::string& v) {
+    s += (s.empty() ? "" : ",") + (k + ("=" + v));
+  };
   add("dir", dir.string());
   add("backend", synclog::to_string(backend));
   add("segment_kind", synclog::to_string(segment_kind));

@@ -43,7 +43,8 @@ Result<Config> Config::parse_toml(std::string_view text, const std::string& orig
                             "not config values)");
     }
     if (auto r = c.set(k, value); !r) {
-      return make_error(Errc::invalid_config, where(origin, node.source()) + ": " + r.error().message);
+      return make_error(Errc::invalid_config,
+                        where(origin, node.source()) + ": " + r.error().message);
     }
   }
   return c;

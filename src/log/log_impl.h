@@ -3,9 +3,9 @@
 #pragma once
 
 #include <atomic>
-#include <string>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "io/file.h"

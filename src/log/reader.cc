@@ -70,12 +70,14 @@ Result<std::optional<Record>> Reader::Impl::next() {
     }
     if (!in_extent) {
       // A segment loaded while it held the limit may have grown since.
-      const bool grown = loaded_partial && (e.segment != limit.segment() || buf.size() < limit.offset());
+      const bool grown =
+          loaded_partial && (e.segment != limit.segment() || buf.size() < limit.offset());
       if (loaded != e.segment || grown) {
         if (auto r = load(e.segment); !r) return std::unexpected(r.error());
       }
       off = e.begin;
-      if (from_is_boundary && e.segment == from.segment()) off = std::max<uint64_t>(off, from.offset());
+      if (from_is_boundary && e.segment == from.segment())
+        off = std::max<uint64_t>(off, from.offset());
       in_extent = true;
     }
     uint64_t end = std::min<uint64_t>(e.end, buf.size());

@@ -51,13 +51,17 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   for (const auto& [name, l] : lats) {
     const std::string m = p + "_" + name;
     out += "# TYPE " + m + " summary\n";
-    const std::pair<const char*, uint64_t> qs[] = {
-        {"0.5", l->p50_ns}, {"0.9", l->p90_ns}, {"0.99", l->p99_ns}, {"0.999", l->p999_ns}, {"1", l->max_ns}};
+    const std::pair<const char*, uint64_t> qs[] = {{"0.5", l->p50_ns},
+                                                   {"0.9", l->p90_ns},
+                                                   {"0.99", l->p99_ns},
+                                                   {"0.999", l->p999_ns},
+                                                   {"1", l->max_ns}};
     for (auto [q, v] : qs) {
       out += m + "{quantile=\"" + q + "\"} " + num(static_cast<double>(v) / 1e9) + "\n";
     }
-    out += m + "_sum " + num(static_cast<double>(l->mean_ns) * static_cast<double>(l->count) / 1e9) +
-           "\n" + m + "_count " + std::to_string(l->count) + "\n";
+    out += m + "_sum " +
+           num(static_cast<double>(l->mean_ns) * static_cast<double>(l->count) / 1e9) + "\n" + m +
+           "_count " + std::to_string(l->count) + "\n";
   }
   return out;
 }
@@ -70,9 +74,10 @@ std::string to_json(const Stats& s) {
   };
   auto u = [](uint64_t v) { return std::to_string(v); };
   auto lat = [&](const Latency& l) {
-    return "{\"count\":" + u(l.count) + ",\"mean_ns\":" + u(l.mean_ns) + ",\"p50_ns\":" + u(l.p50_ns) +
-           ",\"p90_ns\":" + u(l.p90_ns) + ",\"p99_ns\":" + u(l.p99_ns) + ",\"p999_ns\":" +
-           u(l.p999_ns) + ",\"max_ns\":" + u(l.max_ns) + "}";
+    return "{\"count\":" + u(l.count) + ",\"mean_ns\":" + u(l.mean_ns) +
+           ",\"p50_ns\":" + u(l.p50_ns) + ",\"p90_ns\":" + u(l.p90_ns) +
+           ",\"p99_ns\":" + u(l.p99_ns) + ",\"p999_ns\":" + u(l.p999_ns) +
+           ",\"max_ns\":" + u(l.max_ns) + "}";
   };
   field("appends", u(s.appends));
   field("bytes", u(s.bytes));

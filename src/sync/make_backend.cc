@@ -1,5 +1,5 @@
-#include "sync/backend.h"
 #include "sync/aio_backend.h"
+#include "sync/backend.h"
 #include "sync/msync_backend.h"
 #include "sync/msync_pool_backend.h"
 #include "sync/pwrite_backend.h"
@@ -8,15 +8,22 @@
 namespace synclog::sync {
 namespace {
 
-Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config, uint32_t block_size) {
+Result<std::unique_ptr<Backend>> build(BackendKind kind, const Config& config,
+                                       uint32_t block_size) {
   (void)block_size;
   switch (kind) {
-    case BackendKind::msync: return std::make_unique<MsyncBackend>();
-    case BackendKind::msync_pool: return make_msync_pool_backend(config.sync_threads);
-    case BackendKind::pwrite: return std::make_unique<PwriteBackend>();
-    case BackendKind::uring: return make_uring_backend(config, block_size);
-    case BackendKind::aio: return make_aio_backend(config, block_size);
-    default: break;
+    case BackendKind::msync:
+      return std::make_unique<MsyncBackend>();
+    case BackendKind::msync_pool:
+      return make_msync_pool_backend(config.sync_threads);
+    case BackendKind::pwrite:
+      return std::make_unique<PwriteBackend>();
+    case BackendKind::uring:
+      return make_uring_backend(config, block_size);
+    case BackendKind::aio:
+      return make_aio_backend(config, block_size);
+    default:
+      break;
   }
   (void)config;
   return make_error(Errc::unsupported, std::string("backend '") + to_string(kind) +
@@ -37,8 +44,12 @@ Result<BackendChoice> make_backend(const Config& config, uint32_t block_size) {
       candidates = {config.sync_threads > 1 ? BackendKind::msync_pool : BackendKind::msync,
                     BackendKind::msync};
       break;
-    case SegmentKind::direct: candidates = {BackendKind::uring, BackendKind::aio}; break;
-    case SegmentKind::buffered: candidates = {BackendKind::pwrite}; break;
+    case SegmentKind::direct:
+      candidates = {BackendKind::uring, BackendKind::aio};
+      break;
+    case SegmentKind::buffered:
+      candidates = {BackendKind::pwrite};
+      break;
   }
   std::string passed;
   for (BackendKind k : candidates) {

@@ -84,7 +84,8 @@ Result<void> UringBackend::persist(std::span<const Range> ranges) {
     // Whole blocks only: the kernel may accept a misaligned direct write on
     // one filesystem and fail or tear it on another.
     const uint64_t from = r.from / block_ * block_;
-    const uint64_t to = std::min<uint64_t>((r.to + block_ - 1) / block_ * block_, r.segment->size());
+    const uint64_t to =
+        std::min<uint64_t>((r.to + block_ - 1) / block_ * block_, r.segment->size());
     const int buffer = slots_[*slot].fixed_buffer ? static_cast<int>(*slot) : -1;
     for (uint64_t off = from; off < to; off += kMaxWrite) {
       const uint32_t len = static_cast<uint32_t>(std::min(kMaxWrite, to - off));
@@ -129,8 +130,11 @@ Result<void> UringBackend::run(std::vector<Write>& writes) {
         w.offset += static_cast<uint32_t>(c.result);
         w.len -= static_cast<uint32_t>(c.result);
         if (w.offset % block_ != 0 && !failure) {
-          failure = make_error(Errc::io_error, "io_uring short direct write ended off a block "
-                                               "boundary at " + std::to_string(w.offset)).error();
+          failure = make_error(Errc::io_error,
+                               "io_uring short direct write ended off a block "
+                               "boundary at " +
+                                   std::to_string(w.offset))
+                        .error();
           ++done;
         } else {
           retry_.push_back(c.user_data);
@@ -155,11 +159,12 @@ Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
     auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
       --pending;
       if (c.result < 0 && !failure) {
-        failure = make_error(Errc::io_error,
-                             "io_uring fdatasync of " + slots_[c.user_data].segment->path().string() +
-                                 " failed: " + std::strerror(-c.result),
-                             -c.result)
-                      .error();
+        failure =
+            make_error(Errc::io_error,
+                       "io_uring fdatasync of " + slots_[c.user_data].segment->path().string() +
+                           " failed: " + std::strerror(-c.result),
+                       -c.result)
+                .error();
       }
     });
     if (!reaped) return std::unexpected(reaped.error());

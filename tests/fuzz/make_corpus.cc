@@ -66,7 +66,8 @@ std::string segment(const fs::path& dir, uint64_t id, bool trim = true) {
   return s;
 }
 
-void write_seed(const fs::path& out, const std::string& name, const std::vector<std::string>& segs) {
+void write_seed(const fs::path& out, const std::string& name,
+                const std::vector<std::string>& segs) {
   std::string bytes;
   for (size_t i = 0; i < segs.size(); ++i) {
     if (i) bytes += kNextSegment;

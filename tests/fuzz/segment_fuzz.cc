@@ -111,8 +111,8 @@ Replay replay(const Log& log) {
     if (!out.records.empty() && r.position.raw() <= out.records.back().first) {
       fail("replay went backwards at " + r.position.to_string());
     }
-    out.records.emplace_back(r.position.raw(),
-                             std::string(reinterpret_cast<const char*>(r.data.data()), r.data.size()));
+    out.records.emplace_back(
+        r.position.raw(), std::string(reinterpret_cast<const char*>(r.data.data()), r.data.size()));
   }
 }
 
@@ -184,8 +184,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   decode_raw(std::as_bytes(std::span(data, size)));
   const auto parts = split(in);
-  for (auto mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute,
-                    RecoveryMode::skip_damaged}) {
+  for (auto mode :
+       {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
     open_and_replay(parts, mode);
   }
   std::error_code ec;
