@@ -72,7 +72,7 @@ class Uring {
   void trace_completion(Completion& c);
 
   std::unique_ptr<Ring> ring_;
-  Completion completions_[256];
+  Completion completions_[256]{};
   std::vector<std::filesystem::path> paths_;
   std::vector<Traced> traced_;
 };
