@@ -1,6 +1,8 @@
 #include "io/mapping.h"
 
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,12 +32,23 @@ Mapping::~Mapping() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }
 
+namespace {
+
+bool on_tmpfs(const File& file) {
+  struct statfs st;
+  return ::fstatfs(file.fd(), &st) == 0 && st.f_type == TMPFS_MAGIC;
+}
+
+}  // namespace
+
 Result<Mapping> Mapping::map_shared(const File& file, uint64_t size) {
-  // Populated now, on the manager's thread: otherwise appends fault each
-  // page in (a page-cache lookup per 4 KiB, a sixth of a 4 KiB append's
-  // time on tmpfs). Where the file system tracks dirty pages (ext4) the
-  // first store to a page still takes a write-protect fault.
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd(), 0);
+  // On tmpfs, populate now, on the manager's thread: the pages come in
+  // writable, and appends that would each fault a page in run 1.3-1.5x
+  // faster (msync, periodic, 128 B and 4 KiB). Where the file system tracks
+  // dirty pages (ext4) every page still takes a write-protect fault on its
+  // first store, and populating first made those appends 2-3x slower.
+  const int flags = MAP_SHARED | (on_tmpfs(file) ? MAP_POPULATE : 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, flags, file.fd(), 0);
   if (p == MAP_FAILED) return sys_error("mmap", file.path(), errno);
   Mapping m;
   m.data_ = static_cast<std::byte*>(p);
