@@ -22,6 +22,7 @@
 #include "report.h"
 #include "rocksdb.h"
 #include "runner.h"
+#include "scratch_dir.h"
 #include "sweep.h"
 #include "synclog/log.h"
 #include "units.h"
@@ -29,24 +30,6 @@
 
 namespace bench {
 namespace {
-
-// A scratch directory in /dev/shm, removed afterwards.
-class ShmDir {
- public:
-  explicit ShmDir(const std::string& tag) {
-    path_ = "/dev/shm/synclog-bench-test-" + tag + "-" + std::to_string(::getpid());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ShmDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct Ran {
   int status = -1;
@@ -187,7 +170,7 @@ std::vector<uint64_t> iota(uint64_t n) {
 }
 
 TEST(Verify, AcceptsAnIntactLog) {
-  ShmDir dir("ok");
+  ScratchDir dir("synclog-bench-test-ok");
   auto w = write_log(dir.path(), {0, 1, 2, 3, 4}, 5);
   const auto v = verify_log(w.config, w.m, 256);
   EXPECT_TRUE(v.ok) << v.message;
@@ -195,7 +178,7 @@ TEST(Verify, AcceptsAnIntactLog) {
 }
 
 TEST(Verify, CatchesAHole) {
-  ShmDir dir("hole");
+  ScratchDir dir("synclog-bench-test-hole");
   auto w = write_log(dir.path(), {0, 1, 3, 4}, 5);
   const auto v = verify_log(w.config, w.m, 256);
   EXPECT_FALSE(v.ok);
@@ -203,7 +186,7 @@ TEST(Verify, CatchesAHole) {
 }
 
 TEST(Verify, CatchesMissingAcknowledgedRecords) {
-  ShmDir dir("missing");
+  ScratchDir dir("synclog-bench-test-missing");
   auto w = write_log(dir.path(), {0, 1, 2}, 5);
   const auto v = verify_log(w.config, w.m, 256);
   EXPECT_FALSE(v.ok);
@@ -211,7 +194,7 @@ TEST(Verify, CatchesMissingAcknowledgedRecords) {
 }
 
 TEST(Verify, CatchesARecordNeverAppended) {
-  ShmDir dir("extra");
+  ScratchDir dir("synclog-bench-test-extra");
   auto w = write_log(dir.path(), {0, 1, 2, 3}, 2);
   const auto v = verify_log(w.config, w.m, 256);
   EXPECT_FALSE(v.ok);
@@ -219,7 +202,7 @@ TEST(Verify, CatchesARecordNeverAppended) {
 }
 
 TEST(Verify, CatchesDamagedPayload) {
-  ShmDir dir("damaged");
+  ScratchDir dir("synclog-bench-test-damaged");
   auto w = write_log(dir.path(), {0, 1, 2, 3}, 4, /*flip_one=*/true);
   const auto v = verify_log(w.config, w.m, 256);
   EXPECT_FALSE(v.ok);
@@ -227,7 +210,7 @@ TEST(Verify, CatchesDamagedPayload) {
 }
 
 TEST(Verify, ReleasedSegmentsAreAPrefixAndTheRestIsChecked) {
-  ShmDir dir("released");
+  ScratchDir dir("synclog-bench-test-released");
   auto w = write_log(dir.path(), iota(1500), 1500, false, /*release_at=*/1000);
   ASSERT_GT(w.m.segments_released, 0u);
   auto v = verify_log(w.config, w.m, 256);
@@ -429,7 +412,7 @@ TEST(Fio, ParsesMeansAndP99s) {
 }
 
 TEST(Cli, JobFileSectionsBecomeJobs) {
-  ShmDir dir("jobfile");
+  ScratchDir dir("synclog-bench-test-jobfile");
   const auto ini = dir.path() / "jobs.ini";
   std::ofstream(ini) << "# two jobs\n[global]\nmedia=ram=" << dir.path().string()
                      << "\nthreads=1,2\nbackend=msync\n[small]\nmode=batch\nsize=128\n"
@@ -447,7 +430,7 @@ TEST(Cli, JobFileSectionsBecomeJobs) {
 }
 
 TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
-  ShmDir dir("sweep");
+  ScratchDir dir("synclog-bench-test-sweep");
   auto r = run("--media ram=" + dir.path().string() +
                " --threads 1,2 --duration 300ms --warmup 50ms --backend msync --mode batch"
                " --size 128 --json --fio off --rocksdb off --quiet");

@@ -5,14 +5,18 @@
 namespace bench {
 namespace {
 
+void set_medium(Row& r, const MediumInfo& m) {
+  r.medium = m.name;
+  r.medium_desc = m.describe();
+  r.fs = m.fs_type;
+  r.device = m.device;
+}
+
 Row base_row(const Point& p) {
   Row r;
   r.index = p.index;
   r.job = p.job;
-  r.medium = p.medium->name;
-  r.medium_desc = p.medium->describe();
-  r.fs = p.medium->fs_type;
-  r.device = p.medium->device;
+  set_medium(r, *p.medium);
   r.backend = p.backend;
   r.segment_kind = p.segment_kind;
   r.mode = p.mode;
@@ -129,10 +133,7 @@ Row make_failed_row(const Point& p, const std::string& message) {
 Row make_skip_row(const Skip& s) {
   Row r;
   r.job = s.job;
-  r.medium = s.medium->name;
-  r.medium_desc = s.medium->describe();
-  r.fs = s.medium->fs_type;
-  r.device = s.medium->device;
+  set_medium(r, *s.medium);
   r.backend = s.backend;
   r.segment_kind = s.segment_kind;
   r.mode = "*";

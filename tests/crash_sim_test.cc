@@ -38,21 +38,6 @@ constexpr int kAppendsPerThread = 300;
 // Latency added before each sync of the recorded run (see Recorder).
 constexpr std::chrono::microseconds kSyncDelay{300};
 
-bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
-
 long long env_long(const char* name, long long fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::strtoll(v, nullptr, 0) : fallback;
@@ -60,30 +45,17 @@ long long env_long(const char* name, long long fallback) {
 
 // States per test, the time cap per test, and the workers that run them.
 int states_per_test() {
-  return static_cast<int>(env_long("SYNCLOG_CRASH_STATES", sanitized() ? 200 : 2000));
+  return static_cast<int>(env_long("SYNCLOG_CRASH_STATES", kSanitized ? 200 : 2000));
 }
 double seconds_per_test() {
-  return static_cast<double>(env_long("SYNCLOG_CRASH_SECONDS", sanitized() ? 40 : 10));
+  return static_cast<double>(env_long("SYNCLOG_CRASH_SECONDS", kSanitized ? 40 : 10));
 }
 // Under TSan one worker: liburing maps its rings with raw syscalls TSan
 // cannot see, so two workers' rings at a reused address look like a race.
-bool thread_sanitized() {
-#if defined(__SANITIZE_THREAD__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
 int jobs() {
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
   return static_cast<int>(
-      env_long("SYNCLOG_CRASH_JOBS", thread_sanitized() ? 1 : std::clamp(hw, 2, 4)));
+      env_long("SYNCLOG_CRASH_JOBS", kThreadSanitized ? 1 : std::clamp(hw, 2, 4)));
 }
 
 class HookGuard {

@@ -49,12 +49,6 @@ struct Framed {
 
 constexpr uint32_t kSeed = 20240611;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 Config config_for(const fs::path& dir, RecoveryMode mode) {
   Config c = small_config(dir);
   c.mode = SyncMode::periodic;

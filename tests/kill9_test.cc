@@ -97,17 +97,7 @@ uint32_t record_size(uint32_t thread, uint64_t seq) {
 // Threads a process may have before fork(): the main thread, and under
 // ThreadSanitizer its background thread (TSan itself refuses a fork() with
 // more: it counts only user threads).
-#if defined(__SANITIZE_THREAD__)
-constexpr size_t max_threads = 2;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr size_t max_threads = 2;
-#else
-constexpr size_t max_threads = 1;
-#endif
-#else
-constexpr size_t max_threads = 1;
-#endif
+constexpr size_t max_threads = kThreadSanitized ? 2 : 1;
 
 // Names of this process's threads, not counting io_uring's kernel workers.
 std::vector<std::string> user_threads() {

@@ -14,11 +14,24 @@ namespace synclog::test {
 
 // Sanitizer builds run 5-15x slower. Loops that build confidence by volume
 // run a fifth as many rounds there; each round checks the same property.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// GCC defines __SANITIZE_*__; clang may only answer __has_feature.
+#if defined(__has_feature)
+#define SYNCLOG_HAS_FEATURE(x) __has_feature(x)
+#else
+#define SYNCLOG_HAS_FEATURE(x) 0
+#endif
+#if defined(__SANITIZE_THREAD__) || SYNCLOG_HAS_FEATURE(thread_sanitizer)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+#if defined(__SANITIZE_ADDRESS__) || SYNCLOG_HAS_FEATURE(address_sanitizer) || \
+    SYNCLOG_HAS_FEATURE(memory_sanitizer)
 inline constexpr bool kSanitized = true;
 #else
-inline constexpr bool kSanitized = false;
+inline constexpr bool kSanitized = kThreadSanitized;
 #endif
+#undef SYNCLOG_HAS_FEATURE
 constexpr int scaled(int n) { return kSanitized ? (n / 5 > 0 ? n / 5 : 1) : n; }
 
 // A fresh empty directory, removed when the object goes away. `base` picks

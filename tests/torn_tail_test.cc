@@ -277,12 +277,7 @@ void check_cut(const Built& log, const fs::path& work, uint32_t c, bool zeroed) 
 // Every opening is costly under a sanitizer (threads, file creation), so
 // sanitizer builds cut at a subset of offsets: each record's header bytes and
 // first payload byte, its last byte, and every 8th byte in between. Release
-// builds cut at every byte.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+// builds cut at every byte (kSanitized, test_util.h).
 
 bool near_a_boundary(const Built& log, uint32_t c) {
   for (const Framed& f : log.last_records) {

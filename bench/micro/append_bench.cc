@@ -19,31 +19,14 @@
 #include <string>
 
 #include "record.h"
+#include "scratch_dir.h"
 #include "synclog/log.h"
 
 namespace {
 
-class ShmDir {
- public:
-  ShmDir() {
-    static int n = 0;
-    path_ = "/dev/shm/synclog-micro-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ShmDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 // state.range(0): record bytes; state.range(1), when given: metrics on (1) or off (0).
 void run_appends(benchmark::State& state, const char* mode) {
-  ShmDir dir;
+  bench::ScratchDir dir("synclog-micro");
   const bool metrics = state.range(1) != 0;
   auto config = synclog::Config::parse(
       std::string("mode=") + mode + ",segment_size=8MiB,metrics=" + (metrics ? "true" : "false"));

@@ -26,9 +26,13 @@ inline constexpr uint32_t kSampleEvery = 128;
 struct alignas(64) Shard {
   Histogram hist[static_cast<int>(Hist::kCount)];
   std::atomic<uint64_t> count[static_cast<int>(Count::kCount)]{};
-  uint32_t tick = 0;  // only the owning thread touches it
 
-  bool sample() { return ++tick % kSampleEvery == 0; }
+  // Whether this thread's next append is one to time: every kSampleEvery-th,
+  // counted by the appends counter itself.
+  bool sample() const {
+    const uint64_t done = count[static_cast<int>(Count::appends)].load(std::memory_order_relaxed);
+    return (done + 1) % kSampleEvery == 0;
+  }
 
   void record(Hist h, uint64_t ns) { hist[static_cast<int>(h)].record(ns); }
   void add(Count c, uint64_t by) {

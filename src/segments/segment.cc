@@ -35,8 +35,7 @@ Result<void> Segment::open_image(SegmentKind kind, const SegmentHeader& header, 
 }
 
 io::Mapping Segment::retire() {
-  io::Mapping image = std::move(mapping_);
-  mapping_ = io::Mapping();
+  io::Mapping image = std::move(mapping_);  // leaves mapping_ empty
   file_.close();
   if (kind_ == SegmentKind::mmap) return {};
   return image;
