@@ -87,6 +87,67 @@ uint64_t mix_seed(uint64_t base, uint64_t index) {
 }
 
 const char* to_string(Model m) { return m == Model::old_or_new ? "old-or-new" : "garbled"; }
+const char* to_string(Crash c) { return c == Crash::power ? "power loss" : "process crash"; }
+
+Recording with_base(const std::vector<StateFile>& base, Recording session, uint64_t* shift) {
+  Recording out;
+  uint64_t seq = 0;
+  auto add = [&](io::Op op, const std::string& name, const std::vector<std::byte>* data,
+                 const std::string& to = "") {
+    RecordedEvent e;
+    e.op = op;
+    e.begin = e.end = seq++;
+    e.name = name;
+    e.to = to;
+    if (data) {
+      e.data = *data;
+      e.length = data->size();
+    }
+    out.events.push_back(std::move(e));
+  };
+  // Durable: the names a directory fsync covers, the bytes an fdatasync does.
+  for (const auto& f : base) {
+    if (!f.durable_name.empty()) add(io::Op::write, f.durable_name, &f.durable);
+  }
+  add(io::Op::dir_sync, "", nullptr);
+  for (const auto& f : base) {
+    if (!f.durable_name.empty()) add(io::Op::datasync, f.durable_name, nullptr);
+  }
+  // Not yet durable: unlinks, then renames, then new names, then bytes.
+  for (const auto& f : base) {
+    if (!f.durable_name.empty() && f.visible_name.empty())
+      add(io::Op::remove, f.durable_name, nullptr);
+  }
+  for (const auto& f : base) {
+    if (!f.durable_name.empty() && !f.visible_name.empty() && f.visible_name != f.durable_name)
+      add(io::Op::rename, f.durable_name, nullptr, f.visible_name);
+  }
+  for (const auto& f : base) {
+    if (f.durable_name.empty() && !f.visible_name.empty()) {
+      add(io::Op::write, f.visible_name, &f.durable);
+      add(io::Op::datasync, f.visible_name, nullptr);
+    }
+  }
+  for (const auto& f : base) {
+    if (!f.visible_name.empty() && f.visible != f.durable)
+      add(io::Op::write, f.visible_name, &f.visible);
+  }
+  *shift = seq;
+  for (auto& e : session.events) {
+    e.begin += seq;
+    e.end += seq;
+    out.events.push_back(std::move(e));
+  }
+  for (auto& a : session.acks) a.seq += seq;
+  for (auto& r : session.releases) r.first += seq;
+  out.acks = std::move(session.acks);
+  out.releases = std::move(session.releases);
+  out.next_seq = session.next_seq + seq;
+  out.direct_writes_durable = session.direct_writes_durable;
+  out.page_size = session.page_size;
+  out.config = std::move(session.config);
+  return out;
+}
 
 // ---------------------------------------------------------------- Recording
 
@@ -302,7 +363,7 @@ Simulator::Simulator(const Recording& rec, uint32_t sector) : rec_(rec), sector_
   }
 }
 
-CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
+CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed, Crash crash) const {
   std::mt19937_64 rng(seed);
   CrashImage img;
   img.k = k;
@@ -417,32 +478,43 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
                                [](const auto& d, uint64_t key) { return d.first < key; });
     if (it != dir_barrier_.begin()) barrier = std::prev(it)->second;
   }
-  std::map<std::string, int> dir;
+  // `dir` is what the next open finds; `durable_dir` what a later power
+  // loss keeps of it (the same after a power loss).
+  std::map<std::string, int> dir, durable_dir;
+  auto apply = [](std::map<std::string, int>& d, const NameOp& op) {
+    switch (op.kind) {
+      case NameOp::create:
+        d[op.name] = op.inode;
+        break;
+      case NameOp::rename: {
+        auto it = d.find(op.name);
+        if (it == d.end() || it->second != op.inode) break;
+        d.erase(it);
+        d[op.to] = op.inode;
+        break;
+      }
+      case NameOp::remove: {
+        auto it = d.find(op.name);
+        if (it != d.end() && it->second == op.inode) d.erase(it);
+        break;
+      }
+    }
+  };
   for (const NameOp& op : names_) {
     if (op.begin >= k) continue;
-    if (op.end >= barrier) {
+    const bool durable = op.end < barrier;
+    if (durable) apply(durable_dir, op);
+    // After a process crash every completed operation is in the directory;
+    // after a power loss only the durable ones surely are.
+    const bool certain = crash == Crash::power ? durable : op.end < k;
+    if (!certain) {
       ++img.uncertain_names;
       if ((rng() & 1) == 0) continue;
       ++img.names_applied;
     }
-    switch (op.kind) {
-      case NameOp::create:
-        dir[op.name] = op.inode;
-        break;
-      case NameOp::rename: {
-        auto it = dir.find(op.name);
-        if (it == dir.end() || it->second != op.inode) break;
-        dir.erase(it);
-        dir[op.to] = op.inode;
-        break;
-      }
-      case NameOp::remove: {
-        auto it = dir.find(op.name);
-        if (it != dir.end() && it->second == op.inode) dir.erase(it);
-        break;
-      }
-    }
+    apply(dir, op);
   }
+  if (crash == Crash::power) durable_dir = dir;
 
   // File contents, for the files that are there. Garbage follows SQLite's
   // POWERSAFE_OVERWRITE: an interrupted write can scramble the bytes it was
@@ -458,8 +530,43 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
     for (uint64_t x = lo; x < hi; ++x) out[from + x] = static_cast<std::byte>(rng());
     img.garbled.push_back(Garbled{name, from + lo, hi - lo});
   };
+  std::map<int, StateFile> state;
+  for (const auto& [name, ino] : durable_dir) state[ino].durable_name = name;
+  for (const auto& [name, ino] : dir) state[ino].visible_name = name;
+  for (auto& [ino, sf] : state) {
+    FileState& f = fs[static_cast<size_t>(ino)];
+    if (crash == Crash::process) sf.durable = slice(f.stable, 0, f.stable_size);
+  }
   for (const auto& [name, ino] : dir) {
     FileState& f = fs[static_cast<size_t>(ino)];
+    if (crash == Crash::process) {
+      // The page cache: everything written, every mmap store; nothing torn.
+      std::vector<std::byte> out =
+          slice(f.latest, 0, std::max<uint64_t>(f.latest_size, f.latest.size()));
+      for (const auto& [p, i] : f.capture) {
+        const RecordedEvent& e = ev[i];
+        const uint64_t lo = std::max(p * page, e.offset);
+        const uint64_t hi = std::min((p + 1) * page, e.offset + e.data.size());
+        if (lo >= hi) continue;
+        if (out.size() < hi) out.resize(hi);
+        uint64_t keep_from = hi;
+        if (e.begin >= k) {
+          const uint64_t range_end = e.offset + e.data.size();
+          keep_from = std::max(lo, range_end >= kMarkerBytes ? range_end - kMarkerBytes : 0);
+        }
+        const uint64_t upto = std::min(hi, keep_from);
+        if (upto > lo) {
+          if (std::memcmp(out.data() + lo, e.data.data() + (lo - e.offset), upto - lo) != 0)
+            ++img.dirty_units;
+          std::memcpy(out.data() + lo, e.data.data() + (lo - e.offset), upto - lo);
+        }
+      }
+      out.resize(std::max<uint64_t>(f.latest_size, f.stable_size));
+      if (out != slice(f.stable, 0, f.stable_size)) ++img.new_units;
+      state[ino].visible = out;
+      img.files[name] = std::move(out);
+      continue;
+    }
     uint64_t size = f.stable_size;
     if (f.latest_size != f.stable_size) {
       ++img.uncertain_sizes;
@@ -531,8 +638,11 @@ CrashImage Simulator::image(uint64_t k, Model model, uint64_t seed) const {
       }
     }
     out.resize(size);
+    state[ino].durable = out;
+    state[ino].visible = out;
     img.files[name] = std::move(out);
   }
+  for (auto& [ino, sf] : state) img.state.push_back(std::move(sf));
   return img;
 }
 
@@ -572,18 +682,70 @@ std::string CrashImage::describe() const {
 
 // ------------------------------------------------------------------ Checker
 
-Checker::Checker(const Recording& rec) : rec_(rec) {
-  for (const Ack& a : rec.acks) order_.push_back(&a);
-  std::sort(order_.begin(), order_.end(),
-            [](const Ack* a, const Ack* b) { return a->position < b->position; });
+Checker::Checker(const Recording& rec) : Checker(rec.acks, rec.releases) {}
+
+Checker::Checker(std::vector<Ack> order, std::vector<std::pair<uint64_t, Position>> releases)
+    : order_(std::move(order)), releases_(std::move(releases)) {
+  std::stable_sort(order_.begin(), order_.end(),
+                   [](const Ack& a, const Ack& b) { return a.position < b.position; });
   for (size_t i = 1; i < order_.size(); ++i) {
-    if (order_[i]->position == order_[i - 1]->position) {
-      order_error_ = "two appends were acknowledged at position " + order_[i]->position.to_string();
+    if (order_[i].position == order_[i - 1].position) {
+      order_error_ = "two appends were acknowledged at position " + order_[i].position.to_string();
     }
   }
 }
 
+uint64_t Checker::floor_segment(uint64_t k) const {
+  uint64_t floor = 0;
+  for (const auto& [seq, pos] : releases_) {
+    if (seq < k) floor = std::max(floor, pos.segment());
+  }
+  return floor;
+}
+
 Verdict Checker::check(const CrashImage& image, const Config& config) const {
+  Verdict v;
+  auto log = Log::open(config);
+  if (!log) {
+    v.ok = false;
+    v.problem = "Log::open failed: " + log.error().describe();
+    return v;
+  }
+  Replay got;
+  std::string read_error;
+  {
+    auto reader = (*log)->read();
+    if (!reader) {
+      read_error = "read() failed: " + reader.error().describe();
+    } else {
+      for (;;) {
+        auto rec = reader->next();
+        if (!rec) {
+          read_error = "replay failed after " + std::to_string(got.size()) +
+                       " records: " + rec.error().describe();
+          break;
+        }
+        if (!*rec) break;
+        got.emplace_back(
+            (*rec)->position,
+            std::string(reinterpret_cast<const char*>((*rec)->data.data()), (*rec)->data.size()));
+      }
+    }
+  }
+  const RecoveryReport rep = (*log)->recovery();
+  auto closed = (*log)->close();
+  log->reset();
+  v = verify(got, image.k, rep);
+  auto fail = [&](const std::string& why) {
+    v.ok = false;
+    v.problem = why + (v.problem.empty() ? "" : "; " + v.problem);
+  };
+  if (!read_error.empty()) fail(read_error);
+  if (!closed) fail("close after replay failed: " + closed.error().describe());
+  return v;
+}
+
+Verdict Checker::verify(const Replay& got, uint64_t k, const RecoveryReport& rep) const {
   Verdict v;
   auto fail = [&](const std::string& why) {
     v.ok = false;
@@ -593,27 +755,19 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   };
   if (!order_error_.empty()) return fail(order_error_);
 
-  // Segments wholly before `floor` had been handed to release_before by k:
+  // Segments wholly before the floor had been handed to release_before by k:
   // their records may be gone, and replay may start at any later segment.
-  uint64_t floor_segment = 0;
-  for (const auto& [seq, pos] : rec_.releases) {
-    if (seq < image.k) floor_segment = std::max(floor_segment, pos.segment());
-  }
+  const uint64_t floor = floor_segment(k);
   // G1: the log-order run that must be there: from the first record at or
-  // past the floor to the last append acknowledged before k (garbage only
-  // ever replaces bytes being changed, and acknowledged bytes never change).
+  // past the floor to the last one required at k (garbage only ever
+  // replaces bytes being changed, and acknowledged bytes never change).
   size_t first_required = 0;
-  while (first_required < order_.size() &&
-         order_[first_required]->position.segment() < floor_segment) {
+  while (first_required < order_.size() && order_[first_required].position.segment() < floor) {
     ++first_required;
   }
   for (size_t i = first_required; i < order_.size(); ++i) {
-    if (order_[i]->seq < image.k) v.required = std::max<uint64_t>(v.required, i + 1);
+    if (order_[i].seq < k) v.required = std::max<uint64_t>(v.required, i + 1);
   }
-
-  auto log = Log::open(config);
-  if (!log) return fail("Log::open failed: " + log.error().describe());
-  const RecoveryReport& rep = (*log)->recovery();
   v.torn_tail = rep.torn_tail;
   v.damage = rep.damage.size();
   std::ostringstream report;
@@ -626,40 +780,19 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   // call damage: a gap before a position a marker proves durable, or a
   // missing segment, means durable data was lost.
   if (!rep.damage.empty()) fail("recovery reported damage in a valid crash state");
-
-  std::vector<std::pair<Position, std::string>> got;
-  {
-    auto reader = (*log)->read();
-    if (!reader)
-      return fail("read() failed: " + reader.error().describe() + " (" + report.str() + ")");
-    for (;;) {
-      auto rec = reader->next();
-      if (!rec) {
-        fail("replay failed after " + std::to_string(got.size()) +
-             " records: " + rec.error().describe() + " (" + report.str() + ")");
-        break;
-      }
-      if (!*rec) break;
-      got.emplace_back(
-          (*rec)->position,
-          std::string(reinterpret_cast<const char*>((*rec)->data.data()), (*rec)->data.size()));
-    }
-  }
-  if (auto r = (*log)->close(); !r) fail("close after replay failed: " + r.error().describe());
-  log->reset();
   v.replayed = got.size();
 
-  // G2 and G3: exactly appends a..a+n-1 in log order, byte for byte, where
+  // G2 and G3: exactly records a..a+n-1 in log order, byte for byte, where
   // a is 0 or lies past released segments only (no releases: a = 0, a prefix).
   size_t start = 0;
   if (!got.empty()) {
     auto it = std::lower_bound(order_.begin(), order_.end(), got[0].first,
-                               [](const Ack* a, Position p) { return a->position < p; });
+                               [](const Ack& a, Position p) { return a.position < p; });
     start = static_cast<size_t>(it - order_.begin());
     if (start > first_required) {
-      return fail("G2: replay starts at " + got[0].first.to_string() + ", skipping append " +
+      return fail("G2: replay starts at " + got[0].first.to_string() + ", skipping record " +
                   std::to_string(first_required) + " at " +
-                  order_[first_required]->position.to_string() + " which was not released (" +
+                  order_[first_required].position.to_string() + " which was not released (" +
                   report.str() + ")");
     }
   }
@@ -667,13 +800,13 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
     const size_t want_index = start + i;
     if (want_index >= order_.size()) {
       return fail("phantom record " + std::to_string(i) + " at " + got[i].first.to_string() +
-                  ": only " + std::to_string(order_.size()) + " appends were made (" +
+                  ": only " + std::to_string(order_.size()) + " records were appended (" +
                   report.str() + ")");
     }
-    const Ack& want = *order_[want_index];
+    const Ack& want = order_[want_index];
     if (got[i].first != want.position) {
       return fail("G2: replayed record " + std::to_string(i) + " is at " +
-                  got[i].first.to_string() + " but append " + std::to_string(want_index) +
+                  got[i].first.to_string() + " but record " + std::to_string(want_index) +
                   " in log order is at " + want.position.to_string() +
                   " (a hole, reordering or phantom; " + report.str() + ")");
     }
@@ -687,10 +820,10 @@ Verdict Checker::check(const CrashImage& image, const Config& config) const {
   const size_t end = start + got.size();
   v.end = end;
   if (end < v.required) {
-    const Ack& missing = *order_[std::max(end, first_required)];
-    return fail("G1: replay returned appends " + std::to_string(start) + ".." +
+    const Ack& missing = order_[std::max(end, first_required)];
+    return fail("G1: replay returned records " + std::to_string(start) + ".." +
                 std::to_string(end) + " but " + std::to_string(v.required) +
-                " were acknowledged before the crash; the first missing is at " +
+                " were required at the crash; the first missing is at " +
                 missing.position.to_string() + " (acked at seq " + std::to_string(missing.seq) +
                 "; " + report.str() + ")");
   }

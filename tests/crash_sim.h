@@ -130,6 +130,31 @@ class Recorder : public io::Hook {
 enum class Model { old_or_new, garbled };
 const char* to_string(Model m);
 
+// What ends the session at moment k. A power loss keeps only what was
+// durable (plus the model's choices for the rest); a process crash keeps
+// the page cache: every write and directory operation that had completed,
+// and every mmap store (a page's contents as its next msync captured them),
+// none of it durable yet. A later power loss can still take that away.
+enum class Crash { power, process };
+const char* to_string(Crash c);
+
+// One file of a crash state as the next session finds it: under which name
+// it is visible now and with which bytes, and what of it is durable (its
+// name and its bytes). After a power loss both are the same.
+struct StateFile {
+  std::string durable_name;  // "" when no durable directory entry names it
+  std::string visible_name;  // "" when it is gone from the directory (unlink not durable)
+  std::vector<std::byte> durable;
+  std::vector<std::byte> visible;
+};
+
+// A recording of a later session that starts from `base`: synthetic events
+// first (each durable name and durable bytes written and synced, then the
+// not-yet-durable renames, unlinks, creations and bytes), then `session`
+// shifted past them. A crash in the session then decides afresh what of the
+// earlier session's page cache survives, unless the session synced it.
+Recording with_base(const std::vector<StateFile>& base, Recording session, uint64_t* shift);
+
 struct Garbled {
   std::string name;
   uint64_t offset = 0;
@@ -138,7 +163,8 @@ struct Garbled {
 
 struct CrashImage {
   uint64_t k = 0;
-  std::map<std::string, std::vector<std::byte>> files;
+  std::map<std::string, std::vector<std::byte>> files;  // what the next open finds
+  std::vector<StateFile> state;                         // the same, with what is durable
   std::vector<Garbled> garbled;
   // What the random choices had to work with, for the summary.
   uint64_t dirty_units = 0;  // unsynced sectors or pages that differ from their durable contents
@@ -156,7 +182,7 @@ class Simulator {
  public:
   explicit Simulator(const Recording& rec, uint32_t sector = 512);
   // The directory a crash at moment k may leave; `seed` drives every choice.
-  CrashImage image(uint64_t k, Model model, uint64_t seed) const;
+  CrashImage image(uint64_t k, Model model, uint64_t seed, Crash crash = Crash::power) const;
   uint64_t moments() const { return rec_.next_seq + 1; }
 
  private:
@@ -185,16 +211,31 @@ struct Verdict {
   size_t damage = 0;
 };
 
+// The records a log may hold, in log (Position) order, each with the moment
+// from which G1 requires it: its acknowledgement (0: required from the
+// start, UINT64_MAX: never by itself, only as part of the prefix before a
+// required one).
+using Replay = std::vector<std::pair<Position, std::string>>;
+
 class Checker {
  public:
   explicit Checker(const Recording& rec);
+  // For a chain of sessions: `order` is every record the log may hold;
+  // `releases` every release_before (segments wholly before the position
+  // may be gone from its moment on).
+  Checker(std::vector<Ack> order, std::vector<std::pair<uint64_t, Position>> releases);
   // Opens `config.dir` (an image of `image`), replays, closes, checks.
   Verdict check(const CrashImage& image, const Config& config) const;
+  // Checks what an open of a state of moment k replayed.
+  Verdict verify(const Replay& got, uint64_t k, const RecoveryReport& rep) const;
   size_t appends() const { return order_.size(); }
+  const std::vector<Ack>& order() const { return order_; }
+  // The first segment that may not be gone at moment k.
+  uint64_t floor_segment(uint64_t k) const;
 
  private:
-  const Recording& rec_;
-  std::vector<const Ack*> order_;  // by position: the log order
+  std::vector<Ack> order_;  // by position: the log order
+  std::vector<std::pair<uint64_t, Position>> releases_;
   std::string order_error_;
 };
 

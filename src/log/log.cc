@@ -1,6 +1,7 @@
 #include "synclog/log.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "io/align.h"
@@ -14,6 +15,27 @@ Log::Log(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Log::~Log() {
   if (impl_ && !impl_->closed) (void)close();
 }
+
+namespace {
+
+// A crashed process leaves what it wrote but never synced (mmap stores,
+// buffered writes, direct writes under a volatile device cache) in the page
+// cache, where recovery has just read it as the log. A power loss later
+// would take it away from under this session's sync markers, which name it
+// as durable. So everything recovery kept is made durable, names included,
+// before this session acknowledges anything (as PostgreSQL syncs its data
+// directory after a crash). A file already durable costs one cheap sync.
+Result<void> make_recovered_durable(const std::filesystem::path& dir,
+                                    const std::map<uint64_t, uint64_t>& kept) {
+  for (const auto& [id, size] : kept) {
+    auto file = io::File::open(dir / seg::segment_file_name(id), io::File::Mode::read);
+    if (!file) return std::unexpected(file.error());
+    if (auto r = file->datasync(); !r) return r;
+  }
+  return io::sync_dir(dir);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (auto r = config.validate(); !r) return std::unexpected(r.error());
@@ -52,20 +74,15 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (!rec) return std::unexpected(rec.error());
   // Temp files were never part of the log; discarded segments lie past its
   // end and hold only bytes that were never acknowledged.
-  bool removed = false;
   for (const auto& name : rec->temp_files) {
     if (auto r = io::remove_file(config.dir / name); !r) return std::unexpected(r.error());
-    removed = true;
   }
   for (uint64_t id : rec->discard) {
     if (auto r = io::remove_file(config.dir / seg::segment_file_name(id)); !r) {
       return std::unexpected(r.error());
     }
-    removed = true;
   }
-  if (removed) {
-    if (auto r = io::sync_dir(config.dir); !r) return std::unexpected(r.error());
-  }
+  if (auto r = make_recovered_durable(config.dir, rec->kept); !r) return std::unexpected(r.error());
   impl->report = rec->report;
   impl->recovered = std::move(rec->extents);
 
@@ -161,7 +178,11 @@ Result<void> Log::release_before(Position pos) {
   }
   if (ids.empty()) return {};
   auto r = impl_->manager->release(ids);
-  std::erase_if(impl_->recovered, [&](const seg::Extent& e) { return e.segment <= ids.back(); });
+  // What failed to go stays readable.
+  const auto left = impl_->manager->segment_ids();
+  std::erase_if(impl_->recovered, [&](const seg::Extent& e) {
+    return !std::binary_search(left.begin(), left.end(), e.segment);
+  });
   return r;
 }
 

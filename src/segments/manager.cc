@@ -202,32 +202,62 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
 Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
   // Oldest first, each made durable before the next: a crash can then only
   // leave a shorter released prefix, never a hole in the middle of the log.
+  // A segment leaves the list only once its file is gone from its name, so
+  // after a failed rename or unlink (nothing changed) a later call starts
+  // again from it. A failed directory fsync leaves the directory's state
+  // unknown, and a retried fsync may report success for changes that were
+  // lost (as with data): releasing stops for the rest of the session.
   // A file queued for recycling gets a new header only after its rename
   // away from its old name is durable.
   std::vector<uint64_t> sorted = ids;
   std::sort(sorted.begin(), sorted.end());
   for (uint64_t id : sorted) {
-    Entry e;
     bool recycle = false;
     {
       std::lock_guard lock(mu_);
+      if (release_failure_) return std::unexpected(*release_failure_);
       auto it = segments_.find(id);
       if (it == segments_.end()) continue;
-      e = std::move(it->second);
-      segments_.erase(it);
-      if (e.live) {
-        e.live->retire();
-        retired_.push_back(std::move(e.live));
+      if (it != segments_.begin()) {
+        return make_error(Errc::invalid_argument, "segment " + std::to_string(id) +
+                                                      " cannot be released before segment " +
+                                                      std::to_string(segments_.begin()->first));
       }
-      recycle = opt_.recycle && e.size == opt_.segment_size && to_recycle_.size() < opt_.spares;
-      ++stats_.released;
+      recycle = opt_.recycle && it->second.size == opt_.segment_size &&
+                to_recycle_.size() + pending_recycles_ < opt_.spares;
+      if (recycle) ++pending_recycles_;
     }
     const auto path = path_of(id);
     const auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
-    auto r = recycle ? io::rename_file(path, dest) : io::remove_file(path);
-    if (r) r = io::sync_dir(opt_.dir);
-    if (!r) return r;
+    auto done = recycle ? io::rename_file(path, dest) : io::remove_file(path);
+    if (!done) {
+      std::lock_guard lock(mu_);
+      if (recycle) --pending_recycles_;
+      return done;
+    }
+    auto synced = io::sync_dir(opt_.dir);
     std::lock_guard lock(mu_);
+    if (recycle) --pending_recycles_;
+    auto it = segments_.find(id);
+    Entry e = std::move(it->second);
+    segments_.erase(it);
+    if (e.live) {
+      e.live->retire();
+      retired_.push_back(std::move(e.live));
+    }
+    ++stats_.released;
+    if (!synced) {
+      // The file is gone from its name; whether that is durable is unknown.
+      total_size_ -= e.size;
+      if (recycle) (void)io::remove_file(dest);
+      release_failure_ =
+          Error{Errc::io_error,
+                "releasing segments stopped for this session after a failed directory fsync (the "
+                "log directory's state is unknown until it is reopened): " +
+                    synced.error().message,
+                synced.error().sys_errno};
+      return std::unexpected(*release_failure_);
+    }
     if (recycle) {
       to_recycle_.push_back(dest);
     } else {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,9 +60,12 @@ class SegmentManager {
   [[nodiscard]] Result<Segment*> take(std::chrono::steady_clock::time_point deadline,
                                       bool fail_fast = false);
 
-  // Lets go of these segments (none may still be written or unsynced):
-  // recycled into spares or deleted. The files leave their segment names
-  // before this returns, durably.
+  // Lets go of these segments (none may still be written or unsynced), which
+  // must be the oldest ones: recycled into spares or deleted, oldest first.
+  // The files leave their segment names before this returns, durably. On an
+  // error the segments not yet released stay in the log, and a later call
+  // retries from the oldest; after a failed directory fsync every later call
+  // fails with that error.
   [[nodiscard]] Result<void> release(const std::vector<uint64_t>& ids);
 
   // Lets go of a complete, synced segment's file and image. A direct or
@@ -103,6 +107,8 @@ class SegmentManager {
   uint64_t next_id_;
   uint64_t total_size_ = 0;
   std::string last_error_;
+  std::optional<Error> release_failure_;  // a failed directory fsync in release()
+  uint32_t pending_recycles_ = 0;         // renames in flight in release()
   ManagerStats stats_;
   bool stopping_ = false;
   std::thread thread_;

@@ -1,0 +1,427 @@
+// Crash-restart chains (G7): histories of several sessions on one log, each
+// ending in a simulated crash, each later session opening what the crash
+// left. A session opens the log (recovery runs and writes under the hook),
+// replays, appends from several threads in batch, group or periodic mode
+// (with sync()), releases and recycles segments, and closes; the crash that
+// ends it is a moment k anywhere in its recorded I/O, recovery's own writes
+// included. Either kind of crash may end a session: a power loss (only what
+// was durable stays, sectors or pages old, new or garbled) or a process
+// crash (the page cache stays, none of it durable yet). The next session is
+// recorded on the state the crash left, with that state's durable and
+// volatile parts carried into its recording (crash::with_base), so a power
+// loss in a later session can still take away what an earlier crashed
+// process left only in the page cache.
+//
+// The oracle is cumulative: every record any session acknowledged before
+// its crash, and everything a later session replayed and built on, must
+// replay intact and in order at every later open; nothing replays that was
+// not appended. Every session's open is checked, and the last session's
+// crash is sampled at many moments.
+//
+// Sizing: SYNCLOG_CHAIN_HISTORIES, SYNCLOG_CHAIN_SESSIONS and
+// SYNCLOG_CHAIN_STATES (final crash states per history) override the
+// defaults; SYNCLOG_CHAIN_SEED the base seed. `./dev chains` runs the long
+// campaign.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "crash_sim.h"
+#include "io/hook.h"
+#include "test_util.h"
+
+namespace synclog::test {
+namespace {
+
+using namespace crash;
+
+constexpr std::chrono::microseconds kSyncDelay{200};
+
+long long env_long(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoll(v, nullptr, 0) : fallback;
+}
+
+class HookGuard {
+ public:
+  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
+  ~HookGuard() { io::install_hook(nullptr); }
+};
+
+struct Workload {
+  SyncMode mode = SyncMode::batch;
+  bool release = false;
+  int threads = 3;
+  int appends = 50;  // per thread
+};
+
+std::string describe(const Workload& w) {
+  return std::string(to_string(w.mode)) + (w.release ? "+release" : "") + " " +
+         std::to_string(w.threads) + "x" + std::to_string(w.appends);
+}
+
+struct Session {
+  Recording rec;       // with the earlier state as its base
+  uint64_t shift = 0;  // moments before the session's first own event
+  bool opened = false;
+  std::string open_error;
+  Replay replayed;
+  RecoveryReport report;
+};
+
+// Appends from `w.threads` threads; each acknowledgement is recorded when
+// append() (batch, group) or the following sync() (periodic) returns.
+void run_workload(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
+                  uint32_t session) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < w.threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(mix_seed(seed, static_cast<uint64_t>(t)));
+      std::vector<std::pair<Position, std::string>> unsynced;
+      for (int i = 0; i < w.appends; ++i) {
+        const std::string rec = make_record((session << 8) | static_cast<uint32_t>(t),
+                                            static_cast<uint64_t>(i), 16 + rng() % 1500);
+        auto pos = log.append(rec);
+        if (!pos) {
+          ADD_FAILURE() << "append failed: " << pos.error().describe();
+          return;
+        }
+        if (w.mode != SyncMode::periodic) {
+          recorder.ack(*pos, rec);
+          continue;
+        }
+        unsynced.emplace_back(*pos, rec);
+        if (unsynced.size() == 8 || i + 1 == w.appends) {
+          auto s = log.sync();
+          if (!s) {
+            ADD_FAILURE() << "sync failed: " << s.error().describe();
+            return;
+          }
+          for (auto& [p, bytes] : unsynced) recorder.ack(p, bytes);
+          unsynced.clear();
+        }
+      }
+    });
+  }
+  std::atomic<bool> done{false};
+  std::thread releaser;
+  if (w.release) {
+    releaser = std::thread([&] {
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const Position d = log.durable();
+        if (d.segment() < 3) continue;
+        const Position floor(d.segment() - 1, 0);
+        recorder.release(floor);
+        auto r = log.release_before(floor);
+        EXPECT_TRUE(r.has_value()) << r.error().describe();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  done = true;
+  if (releaser.joinable()) releaser.join();
+}
+
+// Records one session on the visible part of `base` (empty for the first).
+Session record_session(const Config& base_cfg, const std::vector<StateFile>& base,
+                       const Workload& w, uint64_t seed, uint32_t index) {
+  Session out;
+  TempDir dir;
+  {
+    CrashImage visible;
+    for (const auto& f : base) {
+      if (!f.visible_name.empty()) visible.files[f.visible_name] = f.visible;
+    }
+    std::string err;
+    EXPECT_TRUE(visible.write_to(dir.path(), &err)) << err;
+  }
+  Config cfg = base_cfg;
+  cfg.dir = dir.path();
+  cfg.mode = w.mode;
+  if (w.mode == SyncMode::periodic) cfg.interval = std::chrono::milliseconds(2);
+  if (w.mode == SyncMode::group) cfg.window = std::chrono::microseconds(300);
+  Recorder recorder(dir.path(), cfg.direct_sync == DirectSync::dsync, kSyncDelay);
+  {
+    HookGuard guard(&recorder);
+    auto log = Log::open(cfg);
+    if (!log) {
+      out.open_error = log.error().describe();
+    } else {
+      out.opened = true;
+      out.report = (*log)->recovery();
+      for (auto& r : read_all(**log)) out.replayed.emplace_back(r.position, std::move(r.data));
+      run_workload(**log, recorder, w, seed, index);
+      auto closed = (*log)->close();
+      EXPECT_TRUE(closed.has_value()) << closed.error().describe();
+    }
+  }
+  Recording rec = recorder.take();
+  cfg.dir = "/";
+  rec.config = cfg.to_string();
+  out.rec = with_base(base, std::move(rec), &out.shift);
+  return out;
+}
+
+struct Totals {
+  uint64_t histories = 0;
+  uint64_t sessions = 0;
+  uint64_t states = 0;  // crash states opened and checked (each session's open included)
+  uint64_t process_crashes = 0;
+  uint64_t power_losses = 0;
+  uint64_t acked = 0;    // acknowledgements recorded
+  uint64_t checked = 0;  // required records checked present, summed over states
+  uint64_t failures = 0;
+};
+
+// The oracle for the session after `s`, given the checker of the state it
+// opened (`prev`, at moment `prev_k`) and what its open replayed.
+struct Oracle {
+  std::vector<Ack> order;
+  std::vector<std::pair<uint64_t, Position>> releases;
+};
+
+Oracle next_oracle(const Oracle* prev, uint64_t prev_k, const Verdict* v, const Session& s) {
+  Oracle o;
+  if (prev != nullptr) {
+    const uint64_t floor = Checker(prev->order, prev->releases).floor_segment(prev_k);
+    // Released records before what this session replayed may come back
+    // while their unlink is not durable: allowed, never required.
+    for (const Ack& a : prev->order) {
+      if (a.position.segment() < floor &&
+          (s.replayed.empty() || a.position < s.replayed.front().first)) {
+        o.order.push_back(Ack{UINT64_MAX, a.position, a.bytes});
+      }
+    }
+    for (const auto& [seq, pos] : prev->releases) {
+      if (seq < prev_k) o.releases.emplace_back(0, pos);
+    }
+    const size_t start = v->end - s.replayed.size();
+    for (size_t i = 0; i < s.replayed.size(); ++i) {
+      const bool required = start + i < v->required;
+      o.order.push_back(Ack{required ? 0 : UINT64_MAX, s.replayed[i].first, s.replayed[i].second});
+    }
+  }
+  for (const Ack& a : s.rec.acks) o.order.push_back(a);
+  for (const auto& r : s.rec.releases) o.releases.push_back(r);
+  return o;
+}
+
+std::string keep_evidence(const CrashImage& img, const std::string& tag) {
+  const std::string keep = "/tmp/synclog-chain-" + std::to_string(::getpid()) + "-" + tag;
+  std::filesystem::create_directories(keep);
+  std::string err;
+  (void)img.write_to(keep, &err);
+  return keep;
+}
+
+// One history; false if some state failed (reported with ADD_FAILURE).
+bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_states, Totals* totals) {
+  std::mt19937_64 rng(seed);
+  std::vector<StateFile> base;
+  Oracle oracle;
+  std::optional<Oracle> prev;
+  uint64_t prev_k = 0;
+  std::string trail = "history seed " + std::to_string(seed) + ":";
+  ++totals->histories;
+  for (int s = 0; s < sessions; ++s) {
+    Workload w;
+    const int m = static_cast<int>(rng() % 3);
+    w.mode = m == 0 ? SyncMode::batch : m == 1 ? SyncMode::group : SyncMode::periodic;
+    w.release = rng() % 2 == 0;
+    Session sess = record_session(cfg, base, w, mix_seed(seed, 100 + s), static_cast<uint32_t>(s));
+    ++totals->sessions;
+    trail += " session " + std::to_string(s + 1) + " (" + describe(w) + ")";
+    if (!sess.opened) {
+      ++totals->failures;
+      ADD_FAILURE() << trail << ": Log::open of a valid crash state failed: " << sess.open_error;
+      return false;
+    }
+    Verdict v;
+    v.end = sess.replayed.size();
+    if (prev) {
+      const Checker chk(prev->order, prev->releases);
+      v = chk.verify(sess.replayed, prev_k, sess.report);
+      ++totals->states;
+      totals->checked += v.required;
+      if (!v.ok) {
+        ++totals->failures;
+        ADD_FAILURE() << trail << ": its open replayed wrongly: " << v.problem;
+        return false;
+      }
+    }
+    oracle = next_oracle(prev ? &*prev : nullptr, prev_k, &v, sess);
+    totals->acked += sess.rec.acks.size();
+    const Simulator sim(sess.rec);
+    const Checker chk(oracle.order, oracle.releases);
+    auto pick = [&](uint64_t* k, Crash* crash, Model* model) {
+      *k = sess.shift + rng() % (sim.moments() - sess.shift);
+      *crash = rng() % 2 == 0 ? Crash::power : Crash::process;
+      *model = rng() % 2 == 0 ? Model::old_or_new : Model::garbled;
+      ++(*crash == Crash::power ? totals->power_losses : totals->process_crashes);
+    };
+    if (s + 1 < sessions) {
+      uint64_t k;
+      Crash crash;
+      Model model;
+      pick(&k, &crash, &model);
+      const uint64_t img_seed = rng();
+      CrashImage img = sim.image(k, model, img_seed, crash);
+      trail += " ended by a " + std::string(to_string(crash)) + " (" + to_string(model) +
+               ") at k=" + std::to_string(k) + " of " + std::to_string(sim.moments()) +
+               " (session from " + std::to_string(sess.shift) + "), image seed " +
+               std::to_string(img_seed) + ";";
+      base = std::move(img.state);
+      prev = oracle;
+      prev_k = k;
+      continue;
+    }
+    // The last session: many crash moments, each opened and checked.
+    for (int i = 0; i < final_states; ++i) {
+      uint64_t k;
+      Crash crash;
+      Model model;
+      pick(&k, &crash, &model);
+      const uint64_t img_seed = rng();
+      const CrashImage img = sim.image(k, model, img_seed, crash);
+      TempDir dir;
+      std::string err;
+      if (!img.write_to(dir.path(), &err)) {
+        ADD_FAILURE() << "cannot write the crash image: " << err;
+        return false;
+      }
+      Config c = cfg;
+      c.dir = dir.path();
+      const Verdict fv = chk.check(img, c);
+      ++totals->states;
+      totals->checked += fv.required;
+      if (!fv.ok) {
+        ++totals->failures;
+        ADD_FAILURE() << trail << " final " << to_string(crash) << " (" << to_string(model)
+                      << ") at k=" << k << " of " << sim.moments() << " (session from "
+                      << sess.shift << "), image seed " << img_seed << ": " << fv.problem << "\n  "
+                      << img.describe() << "\n  image kept in "
+                      << keep_evidence(img, std::to_string(seed) + "-" + std::to_string(i));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Path 1: a process crash, a restart that acknowledges new appends, then a
+// power loss. The crashed process's appends were only in the page cache
+// when the second session replayed them and wrote its markers past them;
+// unless the second session made them durable first, a power loss leaves a
+// gap under its markers and the next open drops its acknowledged records.
+TEST(ChainSim, Path1_ProcessCrashRestartThenPowerLoss) {
+  Config cfg = small_config("/");
+  cfg.segment_size = 64 << 10;
+  // Direct writes are in the page cache's place only under a volatile
+  // device cache with fdatasync, which is what this models for them.
+  if (cfg.segment_kind == SegmentKind::direct) cfg.direct_sync = DirectSync::fdatasync;
+  // Session 1: appends that no sync covers until close.
+  Recording first;
+  {
+    TempDir dir;
+    Config c = cfg;
+    c.dir = dir.path();
+    c.mode = SyncMode::periodic;
+    c.interval = std::chrono::hours(1);
+    c.lag_bound = std::chrono::hours(1);
+    Recorder recorder(dir.path(), false);
+    {
+      HookGuard guard(&recorder);
+      auto log = Log::open(c);
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      for (int i = 0; i < 120; ++i) {
+        const std::string rec = make_record(7, static_cast<uint64_t>(i), 300);
+        auto pos = (*log)->append(rec);
+        ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+        recorder.ack(*pos, rec);  // appended, never required: nothing synced it
+      }
+      ASSERT_TRUE((*log)->close().has_value());
+    }
+    first = recorder.take();
+  }
+  // The process dies just before close() syncs anything of its appends.
+  uint64_t k1 = first.next_seq;
+  for (const auto& e : first.events) {
+    // (buffered and direct segments write at the sync, then fdatasync)
+    const bool data_sync = e.op == io::Op::msync || e.op == io::Op::datasync;
+    if (data_sync && e.name.ends_with(".seg")) k1 = std::min(k1, e.begin);
+  }
+  const Simulator sim1(first);
+  CrashImage crashed = sim1.image(k1, Model::old_or_new, 1, Crash::process);
+  Workload w;
+  w.mode = SyncMode::batch;
+  w.threads = 2;
+  w.appends = 30;
+  Session second = record_session(cfg, crashed.state, w, 2, 1);
+  ASSERT_TRUE(second.opened) << second.open_error;
+  ASSERT_GT(second.replayed.size(), 0u) << "the second session found none of the first's appends";
+  Verdict v;
+  v.end = second.replayed.size();
+  const Oracle oracle = next_oracle(nullptr, 0, &v, second);
+  Oracle with_replayed;
+  for (const auto& [pos, bytes] : second.replayed)
+    with_replayed.order.push_back(Ack{UINT64_MAX, pos, bytes});
+  for (const Ack& a : oracle.order) with_replayed.order.push_back(a);
+  const Checker chk(with_replayed.order, {});
+  const Simulator sim2(second.rec);
+  // Power lost after the second session closed: every page the first
+  // session left unsynced comes out old or new.
+  int failures = 0;
+  for (uint64_t seed = 0; seed < 20 && failures < 3; ++seed) {
+    const CrashImage img = sim2.image(sim2.moments() - 1, Model::old_or_new, seed, Crash::power);
+    TempDir dir;
+    std::string err;
+    ASSERT_TRUE(img.write_to(dir.path(), &err)) << err;
+    Config c = cfg;
+    c.dir = dir.path();
+    const Verdict fv = chk.check(img, c);
+    if (!fv.ok) {
+      ++failures;
+      ADD_FAILURE() << "power loss after the second session (seed " << seed << "): " << fv.problem;
+    }
+  }
+}
+
+Config chain_config() {
+  Config cfg = small_config("/");
+  cfg.segment_size = 64 << 10;  // several segments per session: switches, releases
+  return cfg;
+}
+
+TEST(ChainSim, CrashRestartChains) {
+  const int histories = static_cast<int>(env_long("SYNCLOG_CHAIN_HISTORIES", kSanitized ? 3 : 12));
+  const int sessions = static_cast<int>(env_long("SYNCLOG_CHAIN_SESSIONS", 3));
+  const int states = static_cast<int>(env_long("SYNCLOG_CHAIN_STATES", kSanitized ? 10 : 40));
+  const uint64_t base_seed = static_cast<uint64_t>(env_long(
+      "SYNCLOG_CHAIN_SEED", 0xc4a1e5 + std::hash<std::string>{}(backend_under_test()) % 1000));
+  Totals t;
+  const auto start = std::chrono::steady_clock::now();
+  for (int h = 0; h < histories && t.failures == 0; ++h) {
+    run_history(chain_config(), mix_seed(base_seed, static_cast<uint64_t>(h)), sessions, states,
+                &t);
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "[chain-sim] backend " << backend_under_test() << ", base seed " << base_seed << ": "
+            << t.histories << " histories of " << sessions << " sessions, " << t.states
+            << " crash states (" << t.power_losses << " power losses, " << t.process_crashes
+            << " process crashes), " << t.acked << " acknowledged records recorded, " << t.checked
+            << " required records checked; " << t.failures << " failed, in " << secs << " s"
+            << std::endl;
+  EXPECT_EQ(t.failures, 0u);
+}
+
+}  // namespace
+}  // namespace synclog::test
