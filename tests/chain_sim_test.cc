@@ -49,6 +49,10 @@ long long env_long(const char* name, long long fallback) {
   return v && *v ? std::strtoll(v, nullptr, 0) : fallback;
 }
 
+// Under TSan one worker: liburing maps its rings with raw syscalls TSan
+// cannot see, so two workers' rings at a reused address look like a race.
+int jobs() { return static_cast<int>(env_long("SYNCLOG_CHAIN_JOBS", kThreadSanitized ? 1 : 2)); }
+
 class HookGuard {
  public:
   explicit HookGuard(io::Hook* h) { io::install_hook(h); }
@@ -283,35 +287,52 @@ bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_state
       prev_k = k;
       continue;
     }
-    // The last session: many crash moments, each opened and checked.
-    for (int i = 0; i < final_states; ++i) {
-      uint64_t k;
+    // The last session: many crash moments, each opened and checked (the
+    // choices drawn first, so the result does not depend on the workers).
+    struct Pick {
+      uint64_t k, seed;
       Crash crash;
       Model model;
-      pick(&k, &crash, &model);
-      const uint64_t img_seed = rng();
-      const CrashImage img = sim.image(k, model, img_seed, crash);
-      TempDir dir;
-      std::string err;
-      if (!img.write_to(dir.path(), &err)) {
-        ADD_FAILURE() << "cannot write the crash image: " << err;
-        return false;
-      }
-      Config c = cfg;
-      c.dir = dir.path();
-      const Verdict fv = chk.check(img, c);
-      ++totals->states;
-      totals->checked += fv.required;
-      if (!fv.ok) {
-        ++totals->failures;
-        ADD_FAILURE() << trail << " final " << to_string(crash) << " (" << to_string(model)
-                      << ") at k=" << k << " of " << sim.moments() << " (session from "
-                      << sess.shift << "), image seed " << img_seed << ": " << fv.problem << "\n  "
-                      << img.describe() << "\n  image kept in "
-                      << keep_evidence(img, std::to_string(seed) + "-" + std::to_string(i));
-        return false;
-      }
+    };
+    std::vector<Pick> picks(static_cast<size_t>(final_states));
+    for (auto& p : picks) {
+      pick(&p.k, &p.crash, &p.model);
+      p.seed = rng();
     }
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < picks.size() && !failed.load();) {
+        const Pick& p = picks[i];
+        const CrashImage img = sim.image(p.k, p.model, p.seed, p.crash);
+        TempDir dir;
+        std::string err;
+        if (!img.write_to(dir.path(), &err)) {
+          ADD_FAILURE() << "cannot write the crash image: " << err;
+          failed = true;
+          return;
+        }
+        Config c = cfg;
+        c.dir = dir.path();
+        const Verdict fv = chk.check(img, c);
+        std::lock_guard lock(mu);
+        ++totals->states;
+        totals->checked += fv.required;
+        if (!fv.ok && !failed.exchange(true)) {
+          ++totals->failures;
+          ADD_FAILURE() << trail << " final " << to_string(p.crash) << " (" << to_string(p.model)
+                        << ") at k=" << p.k << " of " << sim.moments() << " (session from "
+                        << sess.shift << "), image seed " << p.seed << ": " << fv.problem << "\n  "
+                        << img.describe() << "\n  image kept in "
+                        << keep_evidence(img, std::to_string(seed) + "-" + std::to_string(i));
+        }
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int j = 0; j < jobs(); ++j) workers.emplace_back(worker);
+    for (auto& th : workers) th.join();
+    if (failed) return false;
   }
   return true;
 }
