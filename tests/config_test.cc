@@ -138,5 +138,12 @@ TEST(ConfigToml, MissingFileIsNamed) {
   EXPECT_NE(r.error().message.find("/nonexistent/synclog.toml"), std::string::npos);
 }
 
+TEST(ConfigToml, DirectoryIsABadConfigPath) {
+  auto r = Config::load_file("/tmp");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid_config) << r.error().describe();
+  EXPECT_NE(r.error().message.find("/tmp"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace synclog

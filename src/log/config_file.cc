@@ -56,11 +56,15 @@ Result<Config> Config::load_file(const std::filesystem::path& path) {
     return make_error(Errc::invalid_config, "config file: " + file.error().message,
                       file.error().sys_errno);
   }
+  // A directory opens but does not read (EISDIR): still a bad config path.
+  auto unreadable = [&](const Error& e) {
+    return make_error(Errc::invalid_config, "config file: " + e.message, e.sys_errno);
+  };
   auto size = file->size();
-  if (!size) return std::unexpected(size.error());
+  if (!size) return unreadable(size.error());
   std::string text(*size, '\0');
   auto n = file->read_at(0, std::as_writable_bytes(std::span(text)));
-  if (!n) return std::unexpected(n.error());
+  if (!n) return unreadable(n.error());
   text.resize(*n);
   return parse_toml(text, path.string());
 }
