@@ -40,11 +40,31 @@ class FailNth : public io::Hook {
   int before(const io::Event& e) override {
     if (e.path != dir_ && e.path.parent_path() != dir_) return 0;
     const uint64_t k = ++count_;
-    if (k != n_) return 0;
+    const bool data_sync =
+        e.path.extension() == ".seg" &&
+        (e.op == io::Op::msync || e.op == io::Op::datasync || e.op == io::Op::direct_write);
     std::lock_guard lock(mu_);
+    if (k != n_) {
+      // The same file's fdatasync, or a write or msync over the same bytes.
+      const bool same = data_sync && !failed_name_.empty() &&
+                        e.path.filename().string() == failed_name_ &&
+                        (e.op == io::Op::datasync || failed_op_ == io::Op::datasync ||
+                         (e.offset < failed_end_ && e.offset + e.length > failed_offset_));
+      if (same) ++retried_;
+      return 0;
+    }
     what_ = std::string(op_name(e.op)) + " " + e.path.filename().string();
+    if (data_sync) {
+      failed_name_ = e.path.filename().string();
+      failed_op_ = e.op;
+      failed_offset_ = e.offset;
+      failed_end_ = e.offset + e.length;
+    }
     return err_;
   }
+  // Syncs of the failed sync's bytes issued after it failed: each would be
+  // the retry that "succeeds" on pages the kernel already marked clean.
+  uint64_t retried() const { return retried_.load(); }
   uint64_t count() const { return count_.load(); }
   std::string what() const {
     std::lock_guard lock(mu_);
@@ -79,6 +99,10 @@ class FailNth : public io::Hook {
   const uint64_t n_;
   const int err_;
   std::atomic<uint64_t> count_{0};
+  std::string failed_name_;  // the failed data sync, if the fault hit one
+  io::Op failed_op_{};
+  uint64_t failed_offset_ = 0, failed_end_ = 0;
+  std::atomic<uint64_t> retried_{0};
   mutable std::mutex mu_;
   std::string what_;
 };
@@ -228,6 +252,7 @@ void run_campaign(bool crashed) {
       std::cout << "call " << n << ": " << hook.what() << " -> "
                 << (f.outcome.empty() ? "nothing" : f.outcome) << std::endl;
     EXPECT_TRUE(f.replay_ok) << f.replay_problem;
+    EXPECT_EQ(hook.retried(), 0u) << "segment data was synced again after a failed sync (G4)";
 
     // A fault-free open afterwards loses nothing.
     auto got = replay_all(cfg);
