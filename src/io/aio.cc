@@ -109,6 +109,7 @@ unsigned AioContext::depth() const { return s_ ? s_->depth : 0; }
 unsigned AioContext::in_flight() const { return s_ ? s_->in_flight : 0; }
 
 Result<size_t> AioContext::submit(std::span<const AioWrite> writes) {
+  if (!s_->ctx) return make_error(Errc::io_error, "aio context destroyed after an earlier error");
   size_t n = std::min<size_t>(writes.size(), s_->depth - s_->in_flight);
   Hook* hook = current_hook();
   const size_t traced = s_->traced.size();
@@ -145,7 +146,19 @@ Result<size_t> AioContext::submit(std::span<const AioWrite> writes) {
   return static_cast<size_t>(rc);
 }
 
+void AioContext::settle() {
+  while (s_->ctx && s_->in_flight > 0) {
+    if (reap(1)) continue;
+    ::io_destroy(s_->ctx);
+    s_->ctx = nullptr;
+    s_->in_flight = 0;
+    s_->injected.clear();
+    s_->traced.clear();
+  }
+}
+
 Result<std::span<const AioCompletion>> AioContext::reap(size_t min) {
+  if (!s_->ctx) return make_error(Errc::io_error, "aio context destroyed after an earlier error");
   // Injected failures are complete already.
   const size_t got = s_->injected.size();
   std::copy(s_->injected.begin(), s_->injected.end(), s_->done.begin());
@@ -171,6 +184,9 @@ Result<std::span<const AioCompletion>> AioContext::reap(size_t min) {
     if (t == s_->traced.end()) continue;
     Hook* hook = current_hook();
     if (hook != nullptr && c.res >= 0) {
+      const Event e{Op::direct_write, t->path ? *t->path : kNoPath, t->offset,
+                    static_cast<uint64_t>(c.res), t->data};
+      c.res = std::clamp<int64_t>(hook->written(e, c.res), 0, c.res);
       hook->after(Event{Op::direct_write, t->path ? *t->path : kNoPath, t->offset,
                         static_cast<uint64_t>(c.res), t->data});
     }

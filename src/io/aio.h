@@ -56,6 +56,11 @@ class AioContext {
   // Waits for at least `min` (<= in_flight()) completions. The span stays
   // valid until the next call.
   [[nodiscard]] Result<std::span<const AioCompletion>> reap(size_t min);
+  // For error paths: returns only when no write is in flight any more (the
+  // kernel reads their buffers), discarding their results. If the context
+  // cannot wait, io_destroy cancels them or waits for them, and the context
+  // is unusable after: later calls fail.
+  void settle();
 
  private:
   struct State;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -82,18 +83,39 @@ Result<size_t> File::read_at(uint64_t offset, std::span<std::byte> buf) const {
 }
 
 Result<void> File::write_at(uint64_t offset, std::span<const std::byte> buf) const {
+  // pwrite returning 0 for a non-empty buffer is neither progress nor an
+  // error: a few retries, then it fails instead of looping forever.
+  constexpr int kMaxZeroWrites = 3;
+  int zero = 0;
+  size_t done = 0;
   int err = hooked(Event{Op::write, path_, offset, buf.size(), buf.data()}, [&] {
-    size_t done = 0;
     while (done < buf.size()) {
       ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, offset + done);
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno;
       }
+      if (Hook* h = current_hook()) {
+        const Event e{Op::write, path_, offset + done, buf.size() - done, buf.data() + done};
+        n = std::clamp<ssize_t>(static_cast<ssize_t>(h->written(e, n)), 0, n);
+      }
+      if (n == 0) {
+        if (++zero > kMaxZeroWrites) return EIO;
+        continue;
+      }
+      zero = 0;
       done += static_cast<size_t>(n);
     }
     return 0;
   });
+  if (err != 0 && zero > kMaxZeroWrites) {
+    return make_error(Errc::io_error,
+                      "pwrite to " + path_.string() + " at offset " +
+                          std::to_string(offset + done) + " wrote 0 bytes of the " +
+                          std::to_string(buf.size() - done) + " left, " + std::to_string(zero) +
+                          " times in a row",
+                      EIO);
+  }
   if (err != 0) return sys_error("pwrite", path_, err);
   return {};
 }

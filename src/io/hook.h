@@ -42,6 +42,18 @@ class Hook {
   }
   // After the operation succeeded.
   virtual void after(const Event& event) { (void)event; }
+  // Before io_uring_enter submits queued operations (and waits for
+  // completions). A non-zero errno makes that call fail with it without
+  // being made: EAGAIN and EBUSY are what the kernel reports when it is
+  // short of resources or its completion queue is full.
+  virtual int before_submit() { return 0; }
+  // The byte count a write returned (pwrite, or an io_uring or libaio
+  // completion of a direct write). A test may report fewer, down to 0, to
+  // exercise short and zero-byte writes; the bytes were written regardless.
+  virtual int64_t written(const Event& event, int64_t bytes) {
+    (void)event;
+    return bytes;
+  }
 };
 
 // Installs `hook` process-wide (nullptr removes it). Install before opening

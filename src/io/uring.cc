@@ -3,9 +3,12 @@
 #include <liburing.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "io/hook.h"
 
@@ -76,6 +79,7 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
       // The write is not done; its completion reports the injected error.
       io_uring_prep_nop(sqe);
       io_uring_sqe_set_data64(sqe, user_data);
+      ++queued_;
       return true;
     }
   }
@@ -87,6 +91,7 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
   sqe->flags |= IOSQE_FIXED_FILE;
   sqe->rw_flags = rw_flags;
   io_uring_sqe_set_data64(sqe, user_data);
+  ++queued_;
   return true;
 }
 
@@ -99,21 +104,67 @@ bool Uring::queue_datasync(unsigned file_slot, uint64_t user_data) {
     if (err != 0) {
       io_uring_prep_nop(sqe);
       io_uring_sqe_set_data64(sqe, user_data);
+      ++queued_;
       return true;
     }
   }
   io_uring_prep_fsync(sqe, static_cast<int>(file_slot), IORING_FSYNC_DATASYNC);
   sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data64(sqe, user_data);
+  ++queued_;
   return true;
 }
 
 Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
+  if (broken_) return std::unexpected(*broken_);
+  auto pause = std::chrono::microseconds(10);
+  for (int attempt = 0;; ++attempt) {
+    int rc = 0;
+    Hook* h = current_hook();
+    do {
+      rc = h != nullptr ? -h->before_submit() : 0;
+      if (rc == 0) rc = io_uring_submit_and_wait(&ring_->ring, wait_for);
+    } while (rc == -EINTR);
+    if (rc >= 0) {
+      const unsigned taken = std::min(static_cast<unsigned>(rc), queued_);
+      queued_ -= taken;
+      in_kernel_ += taken;
+      return collect();
+    }
+    if (rc != -EAGAIN && rc != -EBUSY) {
+      // What stays queued must never reach the kernel: the caller returns
+      // an error and may reuse the buffers those writes name.
+      broken_ = uring_error("submit", rc).error();
+      return std::unexpected(*broken_);
+    }
+    // Short of resources (EAGAIN) or a full completion queue (EBUSY): the
+    // queued operations stay queued. Hand over what has completed, which
+    // frees both; with nothing to reap, pause and try again.
+    if (in_kernel_ > 0) (void)io_uring_get_events(&ring_->ring);
+    if (const unsigned n = collect(); n > 0) return n;
+    if (attempt >= kBusyRetries) {
+      return make_error(Errc::io_error,
+                        "io_uring submit: " + std::string(std::strerror(-rc)) + " " +
+                            std::to_string(attempt + 1) +
+                            " times in a row with nothing completed to reap; giving up",
+                        -rc);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+Result<unsigned> Uring::wait_and_collect() {
+  io_uring_cqe* cqe = nullptr;
   int rc;
   do {
-    rc = io_uring_submit_and_wait(&ring_->ring, wait_for);
-  } while (rc == -EINTR);
-  if (rc < 0) return uring_error("submit", rc);
+    rc = io_uring_wait_cqe(&ring_->ring, &cqe);
+  } while (rc == -EINTR || rc == -EAGAIN);
+  if (rc < 0) return uring_error("wait for completions", rc);
+  return collect();
+}
+
+unsigned Uring::collect() {
   unsigned n = 0;
   unsigned head;
   io_uring_cqe* cqe;
@@ -122,6 +173,7 @@ Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
     completions_[n++] = Completion{io_uring_cqe_get_data64(cqe), cqe->res};
   }
   io_uring_cq_advance(&ring_->ring, n);
+  in_kernel_ -= std::min(n, in_kernel_);
   if (!traced_.empty()) {
     for (unsigned i = 0; i < n; ++i) trace_completion(completions_[i]);
   }
@@ -137,6 +189,11 @@ void Uring::trace_completion(Completion& c) {
       c.result = t.injected;
     } else if (c.result >= 0) {
       if (Hook* h = current_hook()) {
+        if (!t.datasync) {
+          const Event e{Op::direct_write, paths_[t.slot], t.offset, t.len, t.data};
+          c.result =
+              static_cast<int32_t>(std::clamp<int64_t>(h->written(e, c.result), 0, c.result));
+        }
         const auto len = t.datasync ? 0 : static_cast<uint64_t>(c.result);
         h->after(Event{t.datasync ? Op::datasync : Op::direct_write, paths_[t.slot], t.offset, len,
                        t.data});

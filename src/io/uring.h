@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -44,7 +45,12 @@ class Uring {
   bool queue_datasync(unsigned file_slot, uint64_t user_data);
 
   // Submits what is queued and waits until at least `wait_for` completions
-  // are ready; hands each to `on_completion`, returns how many.
+  // are ready; hands each to `on_completion`, returns how many. EAGAIN and
+  // EBUSY from io_uring_enter are transient: the completions already there
+  // are handed over (reaping them is what frees the kernel's resources and
+  // its completion queue), or the call is retried after a short pause, a
+  // bounded number of times. After any other error the ring is broken:
+  // later calls fail, and what was queued is never submitted.
   template <class F>
   [[nodiscard]] Result<unsigned> submit_and_reap(unsigned wait_for, F&& on_completion) {
     auto got = submit_and_collect(wait_for);
@@ -53,10 +59,32 @@ class Uring {
     return got;
   }
 
+  // Operations submitted to the kernel whose completions are not reaped.
+  unsigned in_kernel() const { return in_kernel_; }
+
+  // Waits, submitting nothing, until every operation the kernel took has
+  // completed, handing each completion to `on_completion`. For error paths:
+  // the kernel reads the buffers of writes in flight, so nobody may return
+  // and reuse them first. An error means the ring cannot even wait.
+  template <class F>
+  [[nodiscard]] Result<void> drain(F&& on_completion) {
+    while (in_kernel_ > 0) {
+      auto got = wait_and_collect();
+      if (!got) return std::unexpected(got.error());
+      for (unsigned i = 0; i < *got; ++i) on_completion(completions_[i]);
+    }
+    return {};
+  }
+
+  // How often a transient EAGAIN or EBUSY is retried with nothing to reap.
+  static constexpr int kBusyRetries = 200;
+
  private:
   struct Ring;
   Uring() = default;
   Result<unsigned> submit_and_collect(unsigned wait_for);
+  Result<unsigned> wait_and_collect();
+  unsigned collect();
 
   // What the test hook (io/hook.h) sees: queued writes by user_data, and
   // results it injected. Only used while a hook is installed.
@@ -72,6 +100,9 @@ class Uring {
   void trace_completion(Completion& c);
 
   std::unique_ptr<Ring> ring_;
+  unsigned queued_ = 0;     // prepared, not yet taken by the kernel
+  unsigned in_kernel_ = 0;  // taken by the kernel, completion not reaped
+  std::optional<Error> broken_;
   Completion completions_[256]{};
   std::vector<std::filesystem::path> paths_;
   std::vector<Traced> traced_;

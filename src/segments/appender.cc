@@ -38,11 +38,7 @@ Result<Position> Appender::append_position(Kind kind, Position value) {
 }
 
 Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload) {
-  inflight::Slot* slot = inflight::mine();
-  if (slot == nullptr) {
-    return make_error(Errc::invalid_argument, "more than " + std::to_string(inflight::kMaxThreads) +
-                                                  " threads are appending at once");
-  }
+  inflight::Slot* slot = &inflight_.mine();
   const uint64_t size = framed_size(static_cast<uint32_t>(payload.size()));
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
@@ -76,8 +72,7 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
   constexpr uint64_t kPlain = framed_size(kPositionPayload);
   *padding = 0;
   align = std::max(align, kAlign);
-  inflight::Slot* slot = inflight::mine();
-  if (slot == nullptr) return make_error(Errc::invalid_argument, "too many appending threads");
+  inflight::Slot* slot = &inflight_.mine();
   std::byte payload[4096 + kPositionPayload] = {};
   const uint64_t raw = durable.raw();
   std::memcpy(payload, &raw, sizeof raw);
@@ -144,7 +139,7 @@ Position Appender::head() const {
   return Position(seg->id(), std::min(reserved, seg->capacity()));
 }
 
-void Appender::drain() const { inflight::drain(); }
+void Appender::drain() const { inflight_.drain(); }
 
 Result<Position> Appender::seal() {
   std::unique_lock lock(mu_);
@@ -154,7 +149,7 @@ Result<Position> Appender::seal() {
   // Push the reservation past the end so that later appends overflow; the
   // overflow path then finds the log sealed.
   const uint64_t off = seg->reserved.fetch_add(seg->size());
-  inflight::drain();
+  inflight_.drain();
   if (off > seg->capacity()) {
     // A writer crossed the end just before us and wrote the end record; its
     // switch is blocked on our lock and will see sealed_.

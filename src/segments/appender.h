@@ -18,6 +18,7 @@
 
 #include "metrics/metrics.h"
 #include "segments/format.h"
+#include "segments/inflight.h"
 #include "segments/manager.h"
 #include "synclog/error.h"
 #include "synclog/position.h"
@@ -72,6 +73,7 @@ class Appender {
   SegmentManager& manager_;
   const std::chrono::milliseconds allocation_timeout_;
   metrics::Metrics& metrics_;
+  inflight::Table inflight_;  // this log's writers only
   std::atomic<Segment*> active_{nullptr};
   uint64_t first_segment_ = 0;
   mutable std::mutex mu_;  // live_, sealed_, switching_

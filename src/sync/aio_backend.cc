@@ -15,12 +15,16 @@ constexpr uint64_t kMaxWrite = 1 << 20;
 // A write that keeps coming back EAGAIN, EINTR or short without progress
 // fails rather than spinning forever.
 constexpr int kMaxStalls = 1000;
+// A write that completes with 0 bytes and no error made no progress and
+// says nothing about why: a few retries, then it fails.
+constexpr int kMaxZeroWrites = 3;
 
 struct Write {
   seg::Segment* segment;
   uint64_t offset;
   uint64_t len;
   int stalls = 0;
+  int zero = 0;  // completions in a row that wrote nothing
 };
 
 std::unexpected<Error> write_error(const Write& w, int err) {
@@ -110,7 +114,11 @@ Result<void> AioBackend::run() {
     }
     if (aio_.in_flight() == 0) continue;
     auto done = aio_.reap(1);
-    if (!done) return std::unexpected(done.error());  // the context itself is broken
+    if (!done) {
+      // The context itself is broken; the kernel may still read the image.
+      aio_.settle();
+      return std::unexpected(done.error());
+    }
     for (const io::AioCompletion& c : *done) {
       Write& w = writes_[c.tag];
       if (c.res >= static_cast<int64_t>(w.len)) continue;  // durable (or written, for fdatasync)
@@ -118,6 +126,19 @@ Result<void> AioBackend::run() {
         if (!failure) failure = write_error(w, static_cast<int>(-c.res)).error();
         continue;
       }
+      if (c.res == 0 && ++w.zero > kMaxZeroWrites) {
+        if (!failure) {
+          failure = make_error(Errc::io_error,
+                               "aio write of " + std::to_string(w.len) + " bytes at offset " +
+                                   std::to_string(w.offset) + " to " + w.segment->path().string() +
+                                   " completed with 0 bytes " + std::to_string(w.zero) +
+                                   " times in a row",
+                               EIO)
+                        .error();
+        }
+        continue;
+      }
+      if (c.res > 0) w.zero = 0;
       // Resubmit the rest from the last whole block, so it stays aligned.
       const uint64_t advance = c.res > 0 ? static_cast<uint64_t>(c.res) & ~(block_ - 1) : 0;
       w.offset += advance;

@@ -112,6 +112,8 @@ void Driver::run() {
 }
 
 Result<void> Driver::sync_once() {
+  // Never sync again after a failed sync: that retry is what could lie.
+  if (failed_.load()) return failed_error();
   last_sync_start_ns_ = io::now_ns();
   const Position before = durable();
   Position target;
@@ -205,15 +207,21 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
   const bool may_lead = config_.mode == SyncMode::batch;
   for (;;) {
     const uint32_t g = generation_.load(std::memory_order_acquire);
-    if (done()) return {};
+    // Failure first: once a sync failed nothing is acknowledged, whatever
+    // the durable position says.
     if (failed_.load()) return failed_error();
+    if (done()) return {};
     if (may_lead && leader_.try_lock()) {
       // Everything reserved so far, this target included, is covered by the
       // marker sync_once() reserves now.
-      Result<void> r;
-      if (!done() && !failed_.load()) r = sync_once();
+      if (!failed_.load() && !done()) {
+        // Marked failed before the lead is released: a next leader would
+        // sync the same range again, and after a failed writeback the
+        // kernel reports the pages clean (fsyncgate), so that retry would
+        // succeed without the data being durable.
+        if (auto r = sync_once(); !r) fail(r.error());
+      }
       leader_.unlock();
-      if (!r) fail(r.error());
       // Followers that looked before the unlock must look again.
       generation_.fetch_add(1, std::memory_order_release);
       generation_.notify_all();

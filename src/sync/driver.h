@@ -54,7 +54,8 @@ class Driver {
   [[nodiscard]] Result<void> close();
 
   Position durable() const { return Position::from_raw(durable_.load(std::memory_order_acquire)); }
-  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // Acquire: a reader that sees the failure also sees its cause (failure()).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // The sync error the log failed on, if any.
   std::optional<Error> failure() const;
   DriverStats stats() const;

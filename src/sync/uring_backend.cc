@@ -119,12 +119,34 @@ Result<void> UringBackend::run(std::vector<Write>& writes) {
     auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
       --inflight;
       Write& w = writes[c.user_data];
-      if (c.result == -EAGAIN || c.result == -EINTR || c.result == -ECANCELED) {
+      const bool transient = c.result == -EAGAIN || c.result == -EINTR || c.result == -ECANCELED;
+      w.transient = transient ? w.transient + 1 : 0;
+      if (transient && w.transient > kMaxTransient) {
+        if (!failure) failure = write_error(*slots_[w.slot].segment, w.offset, c.result).error();
+        ++done;
+      } else if (transient) {
         retry_.push_back(c.user_data);
+      } else if (c.result == 0) {
+        // No progress and no error: retrying may never end.
+        if (++w.zero > kMaxZeroWrites) {
+          if (!failure) {
+            failure = make_error(Errc::io_error,
+                                 "io_uring write of " + std::to_string(w.len) + " bytes to " +
+                                     slots_[w.slot].segment->path().string() + " at offset " +
+                                     std::to_string(w.offset) + " completed with 0 bytes " +
+                                     std::to_string(w.zero) + " times in a row",
+                                 EIO)
+                          .error();
+          }
+          ++done;
+        } else {
+          retry_.push_back(c.user_data);
+        }
       } else if (c.result < 0) {
         if (!failure) failure = write_error(*slots_[w.slot].segment, w.offset, c.result).error();
         ++done;
       } else if (static_cast<uint32_t>(c.result) < w.len) {
+        w.zero = 0;
         // A short write: the rest goes again, still block-aligned.
         w.data += c.result;
         w.offset += static_cast<uint32_t>(c.result);
@@ -143,18 +165,33 @@ Result<void> UringBackend::run(std::vector<Write>& writes) {
         ++done;
       }
     });
-    if (!reaped) return std::unexpected(reaped.error());
+    if (!reaped) return drained(reaped.error());
   }
   if (failure) return std::unexpected(*failure);
   return {};
 }
 
-Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
-  for (unsigned s : slots) {
-    if (!ring_.queue_datasync(s, s)) return make_error(Errc::io_error, "io_uring queue full");
+std::unexpected<Error> UringBackend::drained(Error error) {
+  // Writes the kernel took still read the segment image: wait for them
+  // before the caller may move on. Their results no longer matter.
+  if (auto d = ring_.drain([](const io::Uring::Completion&) {}); !d) {
+    error.message += "; and then " + d.error().message + " with " +
+                     std::to_string(ring_.in_kernel()) + " writes still in flight";
   }
+  return std::unexpected(std::move(error));
+}
+
+Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
   std::optional<Error> failure;
-  unsigned pending = static_cast<unsigned>(slots.size());
+  unsigned pending = 0;
+  for (unsigned s : slots) {
+    // Those already queued still go, and are waited for, before the error.
+    if (!ring_.queue_datasync(s, s)) {
+      failure = make_error(Errc::io_error, "io_uring submission queue full").error();
+      break;
+    }
+    ++pending;
+  }
   while (pending > 0) {
     auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
       --pending;
@@ -167,7 +204,7 @@ Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
                 .error();
       }
     });
-    if (!reaped) return std::unexpected(reaped.error());
+    if (!reaped) return drained(reaped.error());
   }
   if (failure) return std::unexpected(*failure);
   return {};

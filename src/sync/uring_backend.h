@@ -36,12 +36,21 @@ class UringBackend final : public Backend {
     const std::byte* data;
     uint64_t offset;
     uint32_t len;
+    uint16_t zero = 0;       // completions in a row that wrote nothing
+    uint16_t transient = 0;  // EAGAIN, EINTR or ECANCELED completions in a row
   };
+  // A write that keeps completing with 0 bytes fails after this many
+  // retries; one that keeps completing EAGAIN (or EINTR, ECANCELED) after
+  // kMaxTransient.
+  static constexpr int kMaxZeroWrites = 3;
+  static constexpr int kMaxTransient = 1000;
 
   // A slot for the segment, re-pointing one not in `busy` if needed.
   [[nodiscard]] Result<unsigned> slot_for(seg::Segment* segment, const std::vector<unsigned>& busy);
   [[nodiscard]] Result<void> run(std::vector<Write>& writes);
   [[nodiscard]] Result<void> datasync(const std::vector<unsigned>& slots);
+  // `error`, once nothing is in flight any more.
+  std::unexpected<Error> drained(Error error);
 
   io::Uring ring_;
   const uint32_t block_;
