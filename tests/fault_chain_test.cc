@@ -62,6 +62,8 @@ class FailNth : public io::Hook {
     }
     return err_;
   }
+  // Opens and reads (recovery's, the readers') count and fail the same way.
+  int access(const io::Event& e) override { return before(e); }
   // Syncs of the failed sync's bytes issued after it failed: each would be
   // the retry that "succeeds" on pages the kernel already marked clean.
   uint64_t retried() const { return retried_.load(); }
@@ -92,6 +94,10 @@ class FailNth : public io::Hook {
         return "rename";
       case io::Op::remove:
         return "unlink";
+      case io::Op::open:
+        return "open";
+      case io::Op::read:
+        return "read";
     }
     return "operation";
   }
@@ -302,8 +308,8 @@ void run_campaign(bool crashed) {
   }
   std::cout << "[fault-chain] backend " << backend_under_test()
             << (crashed ? ", after a process crash: " : ", after a clean close: ") << tried
-            << " sessions, one fault each (EIO, ENOSPC, EMFILE, ENOMEM at each I/O call in "
-               "turn); "
+            << " sessions, one fault each (EIO, ENOSPC, EMFILE, ENOMEM at each I/O call, opens and "
+               "reads included, in turn); "
             << open_failed << " failed to open, " << session_errors << " reported an error; "
             << checked_records
             << " records replayed by the fault-free opens after them, all checked";
