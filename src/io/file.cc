@@ -60,6 +60,9 @@ Result<File> File::open(const std::filesystem::path& path, Mode mode) {
       flags |= O_RDWR | O_DIRECT;
       break;
   }
+  Event event{Op::open, path};
+  event.open_flags = flags;
+  if (int err = access_fault(event); err != 0) return sys_error("open", path, err);
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return sys_error("open", path, errno);
   File f;
@@ -69,6 +72,9 @@ Result<File> File::open(const std::filesystem::path& path, Mode mode) {
 }
 
 Result<size_t> File::read_at(uint64_t offset, std::span<std::byte> buf) const {
+  if (int err = access_fault(Event{Op::read, path_, offset, buf.size()}); err != 0) {
+    return sys_error("pread", path_, err);
+  }
   size_t done = 0;
   while (done < buf.size()) {
     ssize_t n = ::pread(fd_, buf.data() + done, buf.size() - done, offset + done);

@@ -1,8 +1,11 @@
 // A test seam for fault injection and crash simulation. src/io reports each
 // operation that moves bytes towards stable storage; a test's hook may fail
 // one (it then returns the injected errno exactly as a failing syscall
-// would, without doing it) or record it. Nothing is installed in
-// production: the cost is one relaxed atomic load per operation.
+// would, without doing it) or record it. Opening a file and reading one
+// change nothing on disk: they go to a separate method, access(), which can
+// only fail them, so hooks that model the disk never see them. Nothing is
+// installed in production: the cost is one relaxed atomic load per
+// operation.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,9 @@ enum class Op : uint8_t {
   allocate,      // fallocate of [0, length)
   rename,        // rename of `path` to `*to` (durable once its directory is synced)
   remove,        // unlink of `path` (durable once its directory is synced)
+  // Reported to Hook::access() only:
+  open,  // open(2) of `path` with `open_flags`
+  read,  // pread of [offset, offset + length) of `path`
 };
 
 struct Event {
@@ -30,6 +36,7 @@ struct Event {
   uint64_t length = 0;
   const std::byte* data = nullptr;
   const std::filesystem::path* to = nullptr;  // rename: the destination
+  int open_flags = 0;                         // open: the flags passed to open(2)
 };
 
 class Hook {
@@ -54,6 +61,11 @@ class Hook {
     (void)event;
     return bytes;
   }
+  // Before an open or a read (Op::open, Op::read); a non-zero errno fails it.
+  virtual int access(const Event& event) {
+    (void)event;
+    return 0;
+  }
 };
 
 // Installs `hook` process-wide (nullptr removes it). Install before opening
@@ -71,6 +83,12 @@ int hooked(const Event& event, F&& op) {
   int err = op();
   if (err == 0 && h != nullptr) h->after(event);
   return err;
+}
+
+// For opens and reads: the errno the hook injects, or 0.
+inline int access_fault(const Event& event) {
+  Hook* h = current_hook();
+  return h != nullptr ? h->access(event) : 0;
 }
 
 }  // namespace synclog::io

@@ -52,8 +52,10 @@ class Recovery {
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
   Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
   Result<void> check_header(uint64_t id, std::span<const std::byte> head, uint64_t file_size);
-  std::optional<size_t> find_session_after(size_t from, Position prev_end) const;
-  bool starts_session(uint64_t id, Position prev_end) const;
+  // Both fail on an I/O error: a segment that cannot be read is not one
+  // that holds no session record (a guess here would fork the history).
+  Result<std::optional<size_t>> find_session_after(size_t from, Position prev_end) const;
+  Result<bool> starts_session(uint64_t id, Position prev_end) const;
   Result<void> list();
   // Handles the end of valid records at `here`; returns the index of the
   // segment to continue with, or nullopt when the log ends.
@@ -72,14 +74,21 @@ class Recovery {
   Recovered out_;
 };
 
+// Every I/O error fails recovery, named: what cannot be read cannot be
+// judged, and judging it anyway (as missing, empty or torn) would let the new
+// session fork the history.
+std::unexpected<Error> io_failure(const Error& e) {
+  return make_error(e.code, "recovery cannot read the log: " + e.message, e.sys_errno);
+}
+
 Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
   auto file = io::File::open(path_of(id), io::File::Mode::read);
-  if (!file) return std::unexpected(file.error());
+  if (!file) return io_failure(file.error());
   auto size = file->size();
-  if (!size) return std::unexpected(size.error());
+  if (!size) return io_failure(size.error());
   Bytes buf(static_cast<size_t>(std::min(*size, max_bytes)));
   auto n = file->read_at(0, buf);
-  if (!n) return std::unexpected(n.error());
+  if (!n) return io_failure(n.error());
   buf.resize(*n);
   return buf;
 }
@@ -105,24 +114,26 @@ Result<void> Recovery::check_header(uint64_t id, std::span<const std::byte> head
   return {};
 }
 
-bool Recovery::starts_session(uint64_t id, Position prev_end) const {
+Result<bool> Recovery::starts_session(uint64_t id, Position prev_end) const {
   auto buf = load(id, kHeaderSize + framed_size(kPositionPayload));
-  if (!buf) return false;
+  if (!buf) return std::unexpected(buf.error());
   Decoded d = decode_record(*buf, id, kHeaderSize);
   return d.status == Decode::ok && d.record.kind == Kind::session &&
          d.record.position_payload() == prev_end;
 }
 
-std::optional<size_t> Recovery::find_session_after(size_t from, Position prev_end) const {
+Result<std::optional<size_t>> Recovery::find_session_after(size_t from, Position prev_end) const {
   for (size_t j = from; j < ids_.size(); ++j) {
-    if (starts_session(ids_[j], prev_end)) return j;
+    auto starts = starts_session(ids_[j], prev_end);
+    if (!starts) return std::unexpected(starts.error());
+    if (*starts) return j;
   }
-  return std::nullopt;
+  return std::optional<size_t>();
 }
 
 Result<void> Recovery::list() {
   auto names = io::list_dir(dir_);
-  if (!names) return std::unexpected(names.error());
+  if (!names) return io_failure(names.error());
   std::sort(names->begin(), names->end());
   for (const auto& name : *names) {
     uint64_t id = 0;
@@ -146,9 +157,9 @@ Result<void> Recovery::list() {
   std::vector<uint64_t> good;
   for (uint64_t id : ids_) {
     auto file = io::File::open(path_of(id), io::File::Mode::read);
-    if (!file) return std::unexpected(file.error());
+    if (!file) return io_failure(file.error());
     auto size = file->size();
-    if (!size) return std::unexpected(size.error());
+    if (!size) return io_failure(size.error());
     out_.kept[id] = *size;
     auto head = load(id, kHeaderSize);
     if (!head) return std::unexpected(head.error());
@@ -170,7 +181,9 @@ Result<void> Recovery::list() {
 Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const Decoded& d,
                                                Position here, uint32_t* resume) {
   RecoveryReport& rep = out_.report;
-  if (auto j = find_session_after(i + 1, here)) {
+  auto session = find_session_after(i + 1, here);
+  if (!session) return std::unexpected(session.error());
+  if (auto j = *session) {
     if (*j > i + 1) {
       uint64_t bytes = 0;
       for (size_t k = i + 1; k < *j; ++k) bytes += out_.kept[ids_[k]];
@@ -186,7 +199,7 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
   std::vector<uint64_t> empty_later;  // no valid record at all: spares, or never written
   for (size_t k = i + 1; k < ids_.size(); ++k) {
     auto later = load(ids_[k]);
-    if (!later) continue;
+    if (!later) return std::unexpected(later.error());
     Scan s = scan(*later, ids_[k], kHeaderSize);
     proven = std::max(proven, s.max_marker);
     later_valid |= s.first_valid.has_value();
@@ -257,7 +270,9 @@ Result<Recovered> Recovery::run() {
           if (missing != ids_[i + 1]) {
             // A gap in the ids is fine only where a later session says the
             // log ended here (an earlier recovery stopped at this point).
-            if (auto j = find_session_after(i + 1, rep.end)) {
+            auto session = find_session_after(i + 1, rep.end);
+            if (!session) return std::unexpected(session.error());
+            if (auto j = *session) {
               if (*j > i + 1) {
                 uint64_t bytes = 0;
                 for (size_t k = i + 1; k < *j; ++k) bytes += out_.kept[ids_[k]];
