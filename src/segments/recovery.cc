@@ -1,6 +1,7 @@
 #include "segments/recovery.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "io/file.h"
@@ -11,6 +12,10 @@ namespace synclog::seg {
 namespace {
 
 using Bytes = std::vector<std::byte>;
+
+// What recovery reads of each file before the walk: the header, and the
+// session and loss records that follow it.
+constexpr uint64_t kHeadBytes = 4096;
 
 struct Scan {
   std::optional<uint32_t> first_valid;  // first offset at or after `from` holding a valid record
@@ -61,6 +66,43 @@ class Recovery {
   // segment to continue with, or nullopt when the log ends.
   Result<std::optional<size_t>> at_gap(size_t i, const Bytes& buf, const Decoded& d, Position here,
                                        uint32_t* resume);
+  Result<void> read_losses(uint64_t id, Bytes head, uint64_t file_size);
+  // Accepted already by an earlier open: recovery skips it in every mode.
+  bool accepted_at(Position at) const {
+    return std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
+                       [&](const Damage& d) { return d.at == at; });
+  }
+  RecoveryMode mode_at(Position at) const {
+    return accepted_at(at) ? RecoveryMode::skip_damaged : mode_;
+  }
+  // Reports a loss this open accepts; the new session records it unless an
+  // earlier one did.
+  void lose(Damage d) {
+    if (!accepted_at(d.at)) {
+      out_.losses.push_back(
+          Damage{d.at, d.bytes, d.reason + " (accepted by recovery=" + to_string(mode_) + ")"});
+    }
+    out_.report.damage.push_back(std::move(d));
+  }
+  // The default mode's answer to proven damage: which mode would accept it,
+  // and at what cost.
+  std::unexpected<Error> refuse(Position at, const std::string& why, uint64_t damaged,
+                                uint64_t to_end) const {
+    return make_error(
+        Errc::corruption,
+        "log damaged at segment " + std::to_string(at.segment()) + " offset " +
+            std::to_string(at.offset()) + ": " + why + " (" + std::to_string(damaged) +
+            " damaged bytes; recovery=" + to_string(mode_) +
+            " refuses to drop acknowledged records: recovery=point-in-time would end the log "
+            "here and drop the " +
+            std::to_string(to_end) +
+            " bytes from here on, recovery=skip-damaged would skip the damaged bytes)");
+  }
+  uint64_t bytes_from(size_t i, uint64_t offset) const {
+    uint64_t n = 0;
+    for (size_t k = i; k < ids_.size(); ++k) n += out_.kept.at(ids_[k]);
+    return n - std::min(n, offset);
+  }
   std::unexpected<Error> corrupt(Position at, const std::string& why) const {
     return make_error(Errc::corruption, "log damaged at segment " + std::to_string(at.segment()) +
                                             " offset " + std::to_string(at.offset()) + ": " + why +
@@ -155,27 +197,70 @@ Result<void> Recovery::list() {
   // Every header is checked up front: a bad one is named even where replay
   // would never reach it.
   std::vector<uint64_t> good;
+  std::vector<Damage> bad;
   for (uint64_t id : ids_) {
     auto file = io::File::open(path_of(id), io::File::Mode::read);
     if (!file) return io_failure(file.error());
     auto size = file->size();
     if (!size) return io_failure(size.error());
     out_.kept[id] = *size;
-    auto head = load(id, kHeaderSize);
+    auto head = load(id, kHeadBytes);
     if (!head) return std::unexpected(head.error());
     auto header = check_header(id, *head, *size);
     if (!header) {
-      const std::string why =
-          "segment file " + path_of(id).string() + ": " + header.error().message;
-      if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
-      out_.report.damage.push_back(Damage{Position(id, 0), *size, why});
+      bad.push_back(Damage{Position(id, 0), *size,
+                           "segment file " + path_of(id).string() + ": " + header.error().message});
       unusable_.push_back(id);
       continue;
     }
+    if (auto r = read_losses(id, std::move(*head), *size); !r) return r;
     good.push_back(id);
+  }
+  // Judged once every loss record is known: a file an earlier open skipped
+  // stays skipped.
+  for (Damage& d : bad) {
+    if (mode_at(d.at) != RecoveryMode::skip_damaged)
+      return make_error(Errc::bad_directory, d.reason);
+    lose(std::move(d));
   }
   ids_ = std::move(good);
   return {};
+}
+
+// Loss records follow the session record at the start of a segment (and
+// continue at the start of the next one if they did not fit).
+Result<void> Recovery::read_losses(uint64_t id, Bytes head, uint64_t file_size) {
+  for (;;) {
+    uint32_t off = kHeaderSize;
+    std::vector<Damage> found;
+    Decoded d;
+    for (;;) {
+      d = decode_record(head, id, off);
+      if (d.status != Decode::ok) break;
+      if (d.record.kind == Kind::loss) {
+        LossRecord l = decode_loss(d.record.payload);
+        found.push_back(Damage{l.at, l.bytes, std::move(l.reason)});
+      } else if (d.record.kind != Kind::session || off != kHeaderSize) {
+        break;
+      }
+      off += d.record.framed;
+    }
+    // A loss record cut off by the short read: read the whole file.
+    const uint64_t longest = framed_size(kLossFixedPayload + kMaxLossReason);
+    if (d.status != Decode::ok && head.size() < file_size && off + longest > head.size()) {
+      auto whole = load(id);
+      if (!whole) return std::unexpected(whole.error());
+      head = std::move(*whole);
+      continue;
+    }
+    for (Damage& f : found) {
+      const bool known =
+          std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
+                      [&](const Damage& a) { return a.at == f.at && a.bytes == f.bytes; });
+      if (!known) out_.report.accepted.push_back(std::move(f));
+    }
+    return {};
+  }
 }
 
 Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const Decoded& d,
@@ -208,17 +293,24 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
   const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
   if (here < proven) {
     const std::string why = reason + " before durable position " + proven.to_string();
-    if (mode_ == RecoveryMode::absolute) return corrupt(here, why);
-    if (mode_ == RecoveryMode::tolerate_torn_tail) {
-      rep.damage.push_back(Damage{here, written_bytes_after(buf, here.offset()), why});
-      return std::optional<size_t>();
+    const uint64_t skipped =
+        here_scan.first_valid ? *here_scan.first_valid - here.offset() : buf.size() - here.offset();
+    switch (mode_at(here)) {
+      case RecoveryMode::absolute:
+        return corrupt(here, why);
+      case RecoveryMode::tolerate_torn_tail:
+        return refuse(here, why, skipped, bytes_from(i, here.offset()));
+      case RecoveryMode::point_in_time:
+        lose(Damage{here, written_bytes_after(buf, here.offset()), why});
+        return std::optional<size_t>();
+      case RecoveryMode::skip_damaged:
+        break;
     }
+    lose(Damage{here, skipped, why});
     if (here_scan.first_valid) {
-      rep.damage.push_back(Damage{here, *here_scan.first_valid - here.offset(), why});
       *resume = *here_scan.first_valid;
       return i;
     }
-    rep.damage.push_back(Damage{here, buf.size() - here.offset(), why});
     *resume = kHeaderSize;
     return i + 1;
   }
@@ -247,7 +339,8 @@ Result<Recovered> Recovery::run() {
     if (!buf) return std::unexpected(buf.error());
     uint32_t off = start;
     uint32_t begin = start;
-    std::optional<size_t> next;
+    constexpr size_t kEnd = SIZE_MAX;  // the log ends in this segment
+    size_t next = kEnd;
     for (;;) {
       Decoded d = decode_record(*buf, id, off);
       if (d.status == Decode::ok && d.record.kind != Kind::end) {
@@ -281,10 +374,20 @@ Result<Recovered> Recovery::run() {
               }
               next = *j;
             } else {
+              const Position gone(missing, 0);
               const std::string why = "segment " + std::to_string(missing) + " is missing";
-              if (mode_ == RecoveryMode::absolute) return corrupt(Position(missing, 0), why);
-              rep.damage.push_back(Damage{Position(missing, 0), 0, why});
-              if (mode_ == RecoveryMode::tolerate_torn_tail) next.reset();
+              switch (mode_at(gone)) {
+                case RecoveryMode::absolute:
+                  return corrupt(gone, why);
+                case RecoveryMode::tolerate_torn_tail:
+                  return refuse(gone, why, 0, bytes_from(i + 1, 0));
+                case RecoveryMode::point_in_time:
+                  next = kEnd;
+                  break;
+                case RecoveryMode::skip_damaged:
+                  break;
+              }
+              lose(Damage{gone, 0, why});
             }
           }
         }
@@ -301,12 +404,12 @@ Result<Recovered> Recovery::run() {
         off = begin = resume;
         continue;
       }
-      next = *step;
+      next = step->value_or(kEnd);
       start = resume;
       break;
     }
-    if (!next) break;
-    i = *next;
+    if (next == kEnd) break;
+    i = next;
   }
   // Count only what replay returns: records in discarded segments were never acknowledged.
   for (uint64_t id : out_.discard) out_.kept.erase(id);
