@@ -310,7 +310,7 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
     if (auto it = replay_end.find(f.id); it != replay_end.end()) {
       durable = it->second == UINT32_MAX ? "open" : pos(Position(f.id, it->second));
     } else if (discard.count(f.id)) {
-      durable = "(spare: no records)";
+      durable = "(past the end: Log::open deletes it)";
     } else if (rec) {
       durable = "(not replayed)";
     }

@@ -281,14 +281,12 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
   Scan here_scan = scan(buf, here.segment(), here.offset());
   Position proven = here_scan.max_marker;
   bool later_valid = false;
-  std::vector<uint64_t> empty_later;  // no valid record at all: spares, or never written
   for (size_t k = i + 1; k < ids_.size(); ++k) {
     auto later = load(ids_[k]);
     if (!later) return std::unexpected(later.error());
     Scan s = scan(*later, ids_[k], kHeaderSize);
     proven = std::max(proven, s.max_marker);
     later_valid |= s.first_valid.has_value();
-    if (!s.first_valid) empty_later.push_back(ids_[k]);
   }
   const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
   if (here < proven) {
@@ -321,10 +319,14 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     rep.torn_tail = true;
     rep.torn_bytes = written_bytes_after(buf, here.offset());
   }
-  // Later files that hold no valid record can go; any holding records stay
-  // on disk for inspection (synclog-dump), reported on every open, and the
-  // next session's record tells later recoveries where this log ended.
-  out_.discard = std::move(empty_later);
+  // No sync completed past here, so no later file holds an acknowledged
+  // record: they all go before the new session writes anything. Left on
+  // disk, one holding records would be replayed as the log's start once a
+  // release removed the files before it (phantoms, then the gap as damage).
+  // Highest id first: a crash part-way leaves a prefix of them, which the
+  // next recovery judges the same way.
+  out_.discard.clear();
+  for (size_t k = ids_.size(); k > i + 1; --k) out_.discard.push_back(ids_[k - 1]);
   return std::optional<size_t>();
 }
 

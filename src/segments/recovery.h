@@ -39,7 +39,9 @@ struct Recovered {
   RecoveryReport report;
   std::vector<Extent> extents;
   std::map<uint64_t, uint64_t> kept;  // segment files that stay: id -> file size
-  std::vector<uint64_t> discard;      // past a torn or clean end, holding no valid record
+  // Past a torn or clean end (no acknowledged record): removed at open,
+  // highest id first.
+  std::vector<uint64_t> discard;
   // Losses this open accepts that no earlier open recorded: the new session
   // writes one loss record for each, after its session record.
   std::vector<Damage> losses;
