@@ -6,6 +6,11 @@
 // the older segments but not that one (a crash part-way through
 // release_before). The next open must not start at the left-behind segment
 // and replay its records (phantoms), nor lose the later session's records.
+//
+// Path 7: the lowest-id segment replaced by a same-named segment of another
+// log. One file must not redefine which log the directory holds: the
+// foreign file is the one refused or skipped, never the genuine ones, and
+// skip-damaged never replays the other log's records.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -130,6 +135,99 @@ TEST(RecoveryChain, Path3_PartialReleaseAfterATornTailReplaysNoPhantoms) {
   ASSERT_TRUE(got.has_value()) << "open after the partial release: " << got.error().describe();
   EXPECT_TRUE(same_records(*got, acked)) << "phantom or lost records after a partial release";
   EXPECT_TRUE(report.damage.empty()) << report.damage.front().reason;
+}
+
+// A closed log of `segments` segments or more, in `dir`; returns its records.
+std::vector<Replayed> write_log(const fs::path& dir, uint32_t thread, uint64_t segments) {
+  fs::create_directories(dir);
+  std::vector<Replayed> out;
+  auto log = Log::open(small_config(dir));
+  EXPECT_TRUE(log.has_value()) << log.error().describe();
+  if (!log) return out;
+  for (uint64_t i = 0; (*log)->durable().segment() < segments; ++i) {
+    std::string data = make_record(thread, i, 3000);
+    auto pos = (*log)->append(data);
+    EXPECT_TRUE(pos.has_value()) << pos.error().describe();
+    if (!pos) break;
+    out.push_back(Replayed{*pos, std::move(data)});
+  }
+  EXPECT_TRUE((*log)->close().has_value());
+  return out;
+}
+
+TEST(RecoveryChain, Path7_AnotherLogsSegmentCannotRedefineTheLog) {
+  TempDir dir;
+  const std::vector<Replayed> genuine = write_log(dir.path() / "genuine", 1, 3);
+  const std::vector<Replayed> other = write_log(dir.path() / "other", 2, 2);
+  ASSERT_FALSE(HasFailure());
+  Files files = load_segments(dir.path() / "genuine");
+  const Files foreign = load_segments(dir.path() / "other");
+  ASSERT_GE(files.size(), 3u);
+  files.at(1) = foreign.at(1);
+  const std::string bad_name = seg::segment_file_name(1);
+  const fs::path work = dir.path() / "work";
+
+  for (RecoveryMode mode :
+       {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time, RecoveryMode::absolute}) {
+    SCOPED_TRACE(to_string(mode));
+    write_segments(work, files);
+    Config cfg = small_config(work);
+    cfg.recovery = mode;
+    auto log = Log::open(cfg);
+    ASSERT_FALSE(log.has_value()) << "opened with another log's segment";
+    EXPECT_EQ(log.error().code, Errc::bad_directory) << log.error().describe();
+    EXPECT_NE(log.error().message.find(bad_name), std::string::npos)
+        << "blames another file: " << log.error().message;
+    for (uint64_t id = 2; id <= files.rbegin()->first; ++id) {
+      EXPECT_EQ(log.error().message.find(seg::segment_file_name(id)), std::string::npos)
+          << "blames a genuine file: " << log.error().message;
+    }
+  }
+  // skip-damaged leaves the foreign file out and replays the genuine rest.
+  write_segments(work, files);
+  Config cfg = small_config(work);
+  cfg.recovery = RecoveryMode::skip_damaged;
+  RecoveryReport report;
+  auto got = replay_all(cfg, &report);
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  std::vector<Replayed> want;
+  for (const Replayed& r : genuine) {
+    if (r.position.segment() != 1) want.push_back(r);
+  }
+  EXPECT_TRUE(same_records(*got, want));
+  ASSERT_FALSE(report.damage.empty());
+  EXPECT_EQ(report.damage.front().at, Position(1, 0)) << report.damage.front().reason;
+  for (const Damage& d : report.damage) {
+    EXPECT_TRUE(d.at.segment() == 1)
+        << "a genuine segment reported: " << d.at.to_string() << " " << d.reason;
+  }
+}
+
+// Two segments, one of them another log's: neither can be told genuine, so
+// every mode refuses, saying why.
+TEST(RecoveryChain, Path7_ATieOnTheLogIdIsRefusedInEveryMode) {
+  TempDir dir;
+  (void)write_log(dir.path() / "genuine", 1, 2);
+  (void)write_log(dir.path() / "other", 2, 2);
+  ASSERT_FALSE(HasFailure());
+  Files files = load_segments(dir.path() / "genuine");
+  const Files foreign = load_segments(dir.path() / "other");
+  for (uint64_t id = 3; files.count(id) != 0; ++id) files.erase(id);  // spares
+  ASSERT_EQ(files.size(), 2u);
+  files.at(1) = foreign.at(1);
+  const fs::path work = dir.path() / "work";
+  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                            RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
+    SCOPED_TRACE(to_string(mode));
+    write_segments(work, files);
+    Config cfg = small_config(work);
+    cfg.recovery = mode;
+    auto log = Log::open(cfg);
+    ASSERT_FALSE(log.has_value()) << "opened a directory holding two logs";
+    EXPECT_EQ(log.error().code, Errc::bad_directory) << log.error().describe();
+    EXPECT_NE(log.error().message.find("disagree on the log id"), std::string::npos)
+        << log.error().message;
+  }
 }
 
 }  // namespace

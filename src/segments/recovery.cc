@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "io/file.h"
 #include "segments/format.h"
@@ -56,7 +58,10 @@ class Recovery {
  private:
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
   Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
-  Result<void> check_header(uint64_t id, std::span<const std::byte> head, uint64_t file_size);
+  // The checks of one header on its own; the log id is decided by the vote
+  // in list().
+  Result<SegmentHeader> check_header(uint64_t id, std::span<const std::byte> head,
+                                     uint64_t file_size) const;
   // Both fail on an I/O error: a segment that cannot be read is not one
   // that holds no session record (a guess here would fork the history).
   Result<std::optional<size_t>> find_session_after(size_t from, Position prev_end) const;
@@ -135,25 +140,18 @@ Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
   return buf;
 }
 
-Result<void> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
-                                    uint64_t file_size) {
+Result<SegmentHeader> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
+                                             uint64_t file_size) const {
   auto header = decode_header(head);
   if (!header) return std::unexpected(header.error());
   if (header->segment_id != id) {
     return make_error(Errc::bad_directory,
                       "header names segment " + std::to_string(header->segment_id));
   }
-  // The first good header fixes the log's identity; the rest must agree.
-  if (out_.log_id == 0) out_.log_id = header->log_id;
   if (file_size > header->segment_size) {
     return make_error(Errc::bad_directory, "file is larger than its header's segment size");
   }
-  if (out_.log_id != 0 && header->log_id != out_.log_id) {
-    return make_error(Errc::bad_directory, "segment belongs to another log (log id " +
-                                               std::to_string(header->log_id) + ", this log's is " +
-                                               std::to_string(out_.log_id) + ")");
-  }
-  return {};
+  return *header;
 }
 
 Result<bool> Recovery::starts_session(uint64_t id, Position prev_end) const {
@@ -197,7 +195,13 @@ Result<void> Recovery::list() {
   // Every header is checked up front: a bad one is named even where replay
   // would never reach it.
   std::vector<uint64_t> good;
-  std::vector<Damage> bad;
+  struct Head {
+    uint64_t id = 0, size = 0, log_id = 0;
+    Bytes bytes;
+    std::string error;
+  };
+  std::vector<Head> heads;
+  std::map<uint64_t, size_t> votes;  // log id -> good headers that carry it
   for (uint64_t id : ids_) {
     auto file = io::File::open(path_of(id), io::File::Mode::read);
     if (!file) return io_failure(file.error());
@@ -206,15 +210,53 @@ Result<void> Recovery::list() {
     out_.kept[id] = *size;
     auto head = load(id, kHeadBytes);
     if (!head) return std::unexpected(head.error());
-    auto header = check_header(id, *head, *size);
-    if (!header) {
-      bad.push_back(Damage{Position(id, 0), *size,
-                           "segment file " + path_of(id).string() + ": " + header.error().message});
-      unusable_.push_back(id);
+    Head h{id, *size, 0, std::move(*head), {}};
+    if (auto header = check_header(id, h.bytes, *size)) {
+      h.log_id = header->log_id;
+      ++votes[h.log_id];
+    } else {
+      h.error = header.error().message;
+    }
+    heads.push_back(std::move(h));
+  }
+  // Which log this directory holds: the log id of more headers than any
+  // other id. One file (a segment copied in from another log, under a name
+  // this log used) cannot outvote the rest; a tie cannot be decided, in any
+  // mode.
+  size_t best = 0, ties = 0;
+  for (const auto& [log_id, n] : votes) {
+    if (n > best) {
+      best = n;
+      ties = 0;
+      out_.log_id = log_id;
+    } else if (n == best) {
+      ++ties;
+    }
+  }
+  if (ties > 0) {
+    std::string counts;
+    for (const auto& [log_id, n] : votes)
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " say " + std::to_string(log_id);
+    return make_error(Errc::bad_directory,
+                      "segment headers in " + dir_.string() +
+                          " disagree on the log id and none holds a majority (" + counts +
+                          "): cannot tell which files belong to this log");
+  }
+  std::vector<Damage> bad;
+  for (Head& h : heads) {
+    if (h.error.empty() && h.log_id != out_.log_id) {
+      h.error = "segment belongs to another log (log id " + std::to_string(h.log_id) +
+                "; this log's is " + std::to_string(out_.log_id) + ", held by " +
+                std::to_string(best) + " of " + std::to_string(heads.size()) + " segment files)";
+    }
+    if (!h.error.empty()) {
+      bad.push_back(Damage{Position(h.id, 0), h.size,
+                           "segment file " + path_of(h.id).string() + ": " + h.error});
+      unusable_.push_back(h.id);
       continue;
     }
-    if (auto r = read_losses(id, std::move(*head), *size); !r) return r;
-    good.push_back(id);
+    if (auto r = read_losses(h.id, std::move(h.bytes), h.size); !r) return r;
+    good.push_back(h.id);
   }
   // Judged once every loss record is known: a file an earlier open skipped
   // stays skipped.
