@@ -264,8 +264,8 @@ class Damage : public testing::Test {
 };
 
 TEST_F(Damage, UndamagedLogReplaysEverythingInEveryMode) {
-  for (RecoveryMode mode :
-       {RecoveryMode::tolerate_torn_tail, RecoveryMode::skip_damaged, RecoveryMode::absolute}) {
+  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                            RecoveryMode::skip_damaged, RecoveryMode::absolute}) {
     SCOPED_TRACE(to_string(mode));
     auto o = open_copy(log_, log_.files, work_, mode);
     ASSERT_TRUE(o.has_value()) << o.error().describe();
@@ -352,11 +352,29 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
     files.at(r.segment)[smp.byte] ^= static_cast<char>(1 << smp.bit);
     const auto before_p = select(log_, [&](Position q) { return q < p; });
 
-    // Default: stops at the damaged record.
+    // Default: refuses proven damage, naming it and the modes that accept
+    // it; drops only an unfinished write.
     {
       auto o = open_copy(log_, files, work_, RecoveryMode::tolerate_torn_tail);
+      if (p < T) {
+        ASSERT_FALSE(o.has_value()) << "the default mode accepted proven damage";
+        EXPECT_EQ(o.error().code, Errc::corruption) << o.error().describe();
+        EXPECT_TRUE(names(o.error().message, "segment", p.segment())) << o.error().message;
+        EXPECT_TRUE(names(o.error().message, "offset", p.offset())) << o.error().message;
+        EXPECT_NE(o.error().message.find("recovery=point-in-time"), std::string::npos)
+            << o.error().message;
+      } else {
+        ASSERT_TRUE(o.has_value()) << o.error().describe();
+        EXPECT_TRUE(same_records(o->records, before_p)) << "default mode";
+        EXPECT_TRUE(o->report.torn_tail) << describe_damage(o->report);
+        EXPECT_TRUE(o->report.damage.empty()) << describe_damage(o->report);
+      }
+    }
+    // point_in_time: stops at the damaged record.
+    {
+      auto o = open_copy(log_, files, work_, RecoveryMode::point_in_time);
       ASSERT_TRUE(o.has_value()) << o.error().describe();
-      EXPECT_TRUE(same_records(o->records, before_p)) << "default mode";
+      EXPECT_TRUE(same_records(o->records, before_p)) << "point-in-time mode";
       EXPECT_EQ(o->report.end, p) << o->report.end.to_string();
       if (p < T) {
         // Later sync markers prove the record was durable: damage, not a torn tail.
@@ -419,7 +437,8 @@ TEST_F(Damage, BadSegmentHeader) {
       Files files = log_.files;
       files.at(id)[byte] ^= static_cast<char>(1 << bit);
       const std::string name = seg::segment_file_name(id);
-      for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute}) {
+      for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                                RecoveryMode::absolute}) {
         SCOPED_TRACE(to_string(mode));
         auto o = open_copy(log_, files, work_, mode);
         ASSERT_FALSE(o.has_value()) << "opened with a bad segment header";
@@ -452,6 +471,12 @@ TEST_F(Damage, MissingMiddleSegment) {
     files.erase(gone);
     {
       auto o = open_copy(log_, files, work_, RecoveryMode::tolerate_torn_tail);
+      ASSERT_FALSE(o.has_value()) << "the default mode opened a log with a missing segment";
+      EXPECT_EQ(o.error().code, Errc::corruption) << o.error().describe();
+      EXPECT_TRUE(names(o.error().message, "segment", gone)) << o.error().message;
+    }
+    {
+      auto o = open_copy(log_, files, work_, RecoveryMode::point_in_time);
       ASSERT_TRUE(o.has_value()) << o.error().describe();
       EXPECT_TRUE(
           same_records(o->records, select(log_, [&](Position q) { return q.segment() < gone; })));
@@ -485,7 +510,8 @@ TEST_F(Damage, BadHeaderNextToAMissingSegment) {
   Files files = log_.files;
   files.at(2)[0] ^= 1;  // magic
   files.erase(3);
-  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute}) {
+  for (RecoveryMode mode :
+       {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time, RecoveryMode::absolute}) {
     SCOPED_TRACE(to_string(mode));
     auto o = open_copy(log_, files, work_, mode);
     ASSERT_FALSE(o.has_value()) << "opened with a bad segment header";
@@ -502,6 +528,78 @@ TEST_F(Damage, BadHeaderNextToAMissingSegment) {
   EXPECT_EQ(o->report.damage.size(), 2u) << describe_damage(o->report);
   EXPECT_TRUE(same_records(
       o->records, select(log_, [](Position q) { return q.segment() != 2 && q.segment() != 3; })));
+}
+
+// A loss that a mode accepted stays visible: the accepting open writes a
+// loss record, and every later open, in the default mode too, lists it in
+// `accepted` and opens (the loss was accepted already), replaying the later
+// session's records after what was kept.
+TEST_F(Damage, AcceptedLossIsRecordedAndReportedByEveryLaterOpen) {
+  // A data record in the middle of the log, well before T.
+  const Written* victim = nullptr;
+  for (const Written& w : log_.records) {
+    if (w.position.segment() == 2 && w.data.size() > 1000) {
+      victim = &w;
+      break;
+    }
+  }
+  ASSERT_NE(victim, nullptr);
+  const Position p = victim->position;
+  ASSERT_LT(p, log_.durable);
+  Files files = log_.files;
+  files.at(p.segment())[p.offset() + seg::kRecordHeaderSize + 100] ^= 0x10;
+
+  for (RecoveryMode accepting : {RecoveryMode::point_in_time, RecoveryMode::skip_damaged}) {
+    SCOPED_TRACE(std::string("accepted by ") + to_string(accepting));
+    write_segments(work_, files);
+    // The default mode refuses it...
+    {
+      auto refused = Log::open(config_for(work_, RecoveryMode::tolerate_torn_tail));
+      ASSERT_FALSE(refused.has_value());
+      EXPECT_EQ(refused.error().code, Errc::corruption) << refused.error().describe();
+    }
+    // ...the accepting mode keeps what it can, and the new session appends.
+    std::vector<Written> want = accepting == RecoveryMode::point_in_time
+                                    ? select(log_, [&](Position q) { return q < p; })
+                                    : select(log_, [&](Position q) { return q != p; });
+    uint64_t lost_bytes = 0;
+    {
+      auto log = Log::open(config_for(work_, accepting));
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      const RecoveryReport& r = (*log)->recovery();
+      ASSERT_EQ(r.damage.size(), 1u) << describe_damage(r);
+      EXPECT_EQ(r.damage[0].at, p);
+      EXPECT_TRUE(r.accepted.empty());
+      lost_bytes = r.damage[0].bytes;
+      for (int i = 0; i < 20; ++i) {
+        Written w{Position{}, make_record(99, static_cast<uint64_t>(i), 64)};
+        auto pos = (*log)->append(w.data);
+        ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+        w.position = *pos;
+        want.push_back(std::move(w));
+      }
+      ASSERT_TRUE((*log)->close().has_value());
+    }
+    // Every later open, in every mode that opens the log at all, says what
+    // was dropped.
+    for (RecoveryMode later : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                               RecoveryMode::skip_damaged, RecoveryMode::tolerate_torn_tail}) {
+      SCOPED_TRACE(std::string("reopened with ") + to_string(later));
+      auto log = Log::open(config_for(work_, later));
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      const RecoveryReport& r = (*log)->recovery();
+      ASSERT_EQ(r.accepted.size(), 1u) << "accepted losses lost";
+      EXPECT_EQ(r.accepted[0].at, p);
+      EXPECT_EQ(r.accepted[0].bytes, lost_bytes);
+      EXPECT_NE(r.accepted[0].reason.find("record checksum mismatch"), std::string::npos)
+          << r.accepted[0].reason;
+      EXPECT_NE(r.accepted[0].reason.find(std::string("recovery=") + to_string(accepting)),
+                std::string::npos)
+          << r.accepted[0].reason;
+      EXPECT_TRUE(same_records(read_all(**log), want));
+      ASSERT_TRUE((*log)->close().has_value());
+    }
+  }
 }
 
 }  // namespace

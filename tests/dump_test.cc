@@ -202,7 +202,7 @@ TEST(Dump, HealthyLog) {
   Output cfg = dump({"config", dir});
   EXPECT_EQ(cfg.rc, 0) << show(cfg);
   EXPECT_TRUE(contains(cfg.out, "segment_size    262144 bytes")) << cfg.out;
-  EXPECT_TRUE(contains(cfg.out, "format version  1")) << cfg.out;
+  EXPECT_TRUE(contains(cfg.out, "format version  2")) << cfg.out;
   EXPECT_TRUE(contains(cfg.out, "does not record")) << cfg.out;
 
   EXPECT_TRUE(snapshot(tmp.path()) == before) << "synclog-dump changed the log directory";
@@ -221,7 +221,7 @@ TEST(Dump, DamagedRecord) {
   const std::string where = "segment " + std::to_string(victim.position.segment()) + " offset " +
                             std::to_string(victim.position.offset());
 
-  for (const char* mode : {"tolerate-torn-tail", "absolute", "skip-damaged"}) {
+  for (const char* mode : {"tolerate-torn-tail", "point-in-time", "absolute", "skip-damaged"}) {
     Output v = dump({"verify", dir, "--mode", mode});
     EXPECT_EQ(v.rc, 1) << mode << "\n" << show(v);
     EXPECT_TRUE(contains(v.out, "damage: " + where)) << mode << "\n" << show(v);
@@ -232,8 +232,12 @@ TEST(Dump, DamagedRecord) {
   EXPECT_EQ(l.rc, 1) << show(l);
   EXPECT_TRUE(contains(l.out, "damaged")) << show(l);
 
-  // Replay by default stops before the damage; skip-damaged skips just it.
-  Output p = dump({"print", dir, "--raw"});
+  // The default mode refuses proven damage and names the modes that accept
+  // it; point-in-time stops before the damage; skip-damaged skips just it.
+  Output d = dump({"print", dir, "--raw"});
+  EXPECT_EQ(d.rc, 1) << show(d);
+  EXPECT_TRUE(contains(d.err, "recovery=point-in-time would end the log")) << show(d);
+  Output p = dump({"print", dir, "--raw", "--mode", "point-in-time"});
   EXPECT_EQ(p.rc, 0) << show(p);
   expect_same(parse_raw(p.out), {written.begin(), written.begin() + 50});
   Output s = dump({"print", dir, "--raw", "--mode", "skip-damaged"});

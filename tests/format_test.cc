@@ -91,6 +91,24 @@ TEST(Format, ReservedFlagsAndKindsAreRejected) {  // F6
   EXPECT_STREQ(decode_record(copy, 1, 64).reason, "unknown record kind");
 }
 
+TEST(Format, LossRecordRoundTrips) {
+  const LossRecord loss{Position(3, 4096), 12345, "record checksum mismatch (accepted by x)"};
+  const std::string payload = encode_loss(loss);
+  ASSERT_EQ(payload.size(), kLossFixedPayload + loss.reason.size());
+  std::vector<std::byte> image(256);
+  encode_record(image, 7, 64, Kind::loss, std::as_bytes(std::span(payload)));
+  const Decoded d = decode_record(image, 7, 64);
+  ASSERT_EQ(d.status, Decode::ok) << d.reason;
+  ASSERT_EQ(d.record.kind, Kind::loss);
+  const LossRecord back = decode_loss(d.record.payload);
+  EXPECT_EQ(back.at, loss.at);
+  EXPECT_EQ(back.bytes, loss.bytes);
+  EXPECT_EQ(back.reason, loss.reason);
+  // Shorter than its fixed fields: bad.
+  encode_record(image, 7, 64, Kind::loss, std::as_bytes(std::span(payload).first(8)));
+  EXPECT_STREQ(decode_record(image, 7, 64).reason, "bad loss record length");
+}
+
 TEST(Format, TruncatedRecordIsBad) {
   std::vector<std::byte> image(256);
   encode_record(image, 1, 64, Kind::data, bytes_of(std::string(40, 'z')));

@@ -84,6 +84,8 @@ const char* kind_name(seg::Kind k) {
       return "end";
     case seg::Kind::session:
       return "session";
+    case seg::Kind::loss:
+      return "loss";
     case seg::Kind::none:
       break;
   }
@@ -91,8 +93,8 @@ const char* kind_name(seg::Kind k) {
 }
 
 bool parse_mode(const std::string& s, RecoveryMode* mode) {
-  for (RecoveryMode m :
-       {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
+  for (RecoveryMode m : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                         RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
     std::string name = synclog::to_string(m);
     std::replace(name.begin(), name.end(), '_', '-');
     std::string alt = s;
@@ -275,6 +277,11 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
     }
     for (const auto& dmg : rec->report.damage) damaged.insert(dmg.at.segment());
     discard.insert(rec->discard.begin(), rec->discard.end());
+  } else if (rec.error().code == synclog::Errc::corruption) {
+    // The mode refused the damage; a skip-damaged pass finds where it is.
+    if (auto all = seg::recover(dir, RecoveryMode::skip_damaged)) {
+      for (const auto& dmg : all->report.damage) damaged.insert(dmg.at.segment());
+    }
   }
 
   std::printf("%-24s %11s %-16s %8s %-14s %-14s %-11s %s\n", "segment", "file size", "log id",
@@ -303,7 +310,7 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
     if (auto it = replay_end.find(f.id); it != replay_end.end()) {
       durable = it->second == UINT32_MAX ? "open" : pos(Position(f.id, it->second));
     } else if (discard.count(f.id)) {
-      durable = "(spare: no records)";
+      durable = "(past the end: Log::open deletes it)";
     } else if (rec) {
       durable = "(not replayed)";
     }
@@ -330,6 +337,10 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
               r.records, pos(r.end).c_str());
   if (r.torn_tail) std::printf(", torn tail of %" PRIu64 " bytes dropped", r.torn_bytes);
   std::printf("\n");
+  for (const auto& dmg : r.accepted) {
+    std::printf("accepted loss: segment %" PRIu64 " offset %" PRIu64 ", %" PRIu64 " bytes: %s\n",
+                dmg.at.segment(), dmg.at.offset(), dmg.bytes, dmg.reason.c_str());
+  }
   for (const auto& dmg : r.damage) {
     std::printf("damage: segment %" PRIu64 " offset %" PRIu64 ", %" PRIu64 " bytes: %s\n",
                 dmg.at.segment(), dmg.at.offset(), dmg.bytes, dmg.reason.c_str());
@@ -342,6 +353,14 @@ int cmd_list(const fs::path& dir, RecoveryMode mode) {
 void print_damage(const std::vector<synclog::Damage>& damage) {
   for (const auto& dmg : damage) {
     std::printf("damage: segment %" PRIu64 " offset %" PRIu64 ", %" PRIu64 " bytes: %s\n",
+                dmg.at.segment(), dmg.at.offset(), dmg.bytes, dmg.reason.c_str());
+  }
+}
+
+// Losses an earlier open accepted, from the log's loss records.
+void print_accepted(const std::vector<synclog::Damage>& accepted) {
+  for (const auto& dmg : accepted) {
+    std::printf("accepted loss: segment %" PRIu64 " offset %" PRIu64 ", %" PRIu64 " bytes: %s\n",
                 dmg.at.segment(), dmg.at.offset(), dmg.bytes, dmg.reason.c_str());
   }
 }
@@ -381,6 +400,7 @@ int cmd_verify(const fs::path& dir, RecoveryMode mode) {
   if (!rec->temp_files.empty()) {
     std::printf("%zu temp file(s) (Log::open deletes them)\n", rec->temp_files.size());
   }
+  print_accepted(r.accepted);
   print_damage(r.damage);
   if (!r.damage.empty()) {
     std::printf("DAMAGED: %zu region(s)\n", r.damage.size());
@@ -460,6 +480,10 @@ int cmd_print(const fs::path& dir, RecoveryMode mode, const PrintOptions& o) {
         std::printf(" (durable before this sync: %s)", pos(d.record.position_payload()).c_str());
       } else if (d.record.kind == seg::Kind::session) {
         std::printf(" (previous session ended at %s)", pos(d.record.position_payload()).c_str());
+      } else if (d.record.kind == seg::Kind::loss) {
+        const seg::LossRecord l = seg::decode_loss(payload);
+        std::printf(" (accepted loss at %s, %" PRIu64 " bytes: %s)", pos(l.at).c_str(), l.bytes,
+                    l.reason.c_str());
       }
       std::printf("\n");
       if (data) hex_dump(payload);
@@ -488,7 +512,7 @@ int cmd_config(const fs::path& dir) {
   struct Run {
     uint64_t first = 0, last = 0;
     uint64_t size = 0, log_id = 0;
-    uint32_t block = 0;
+    uint32_t block = 0, version = 0;
   };
   std::vector<Run> runs;
   for (const auto& f : d->segments) {
@@ -499,15 +523,15 @@ int cmd_config(const fs::path& dir) {
     }
     const auto& h = *f.header;
     if (!runs.empty() && runs.back().size == h.segment_size && runs.back().block == h.block_size &&
-        runs.back().log_id == h.log_id) {
+        runs.back().log_id == h.log_id && runs.back().version == h.version) {
       runs.back().last = f.id;
     } else {
-      runs.push_back(Run{f.id, f.id, h.segment_size, h.log_id, h.block_size});
+      runs.push_back(Run{f.id, f.id, h.segment_size, h.log_id, h.block_size, h.version});
     }
   }
   for (const auto& r : runs) {
     std::printf("segments %" PRIu64 "..%" PRIu64 ":\n", r.first, r.last);
-    std::printf("  format version  %u\n", seg::kVersion);
+    std::printf("  format version  %u\n", r.version);
     std::printf("  segment_size    %" PRIu64 " bytes (%" PRIu64 " KiB)\n", r.size, r.size >> 10);
     std::printf(
         "  block_size      %u (the direct I/O alignment for direct segments; 4096 "
@@ -539,7 +563,8 @@ int main(int argc, char** argv) {
   std::string dir, mode_name = "tolerate-torn-tail", from, to;
   bool hex = false, raw = false, all = false;
   const std::string mode_help =
-      "recovery mode: tolerate-torn-tail (Log::open's default), absolute or skip-damaged";
+      "recovery mode: tolerate-torn-tail (Log::open's default), point-in-time, absolute or "
+      "skip-damaged";
 
   auto* list = app.add_subcommand("list", "one row per segment file, with the durable end");
   list->add_option("dir", dir, "log directory")->required();
@@ -575,7 +600,7 @@ int main(int argc, char** argv) {
   if (!parse_mode(mode_name, &mode)) {
     std::fprintf(stderr,
                  "synclog-dump: --mode: unknown recovery mode '%s' (allowed: tolerate-torn-tail, "
-                 "absolute, skip-damaged)\n",
+                 "point-in-time, absolute, skip-damaged)\n",
                  mode_name.c_str());
     return kUsage;
   }

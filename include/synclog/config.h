@@ -20,8 +20,10 @@ enum class BackendKind { msync, msync_pool, uring, aio, pwrite, auto_select };
 enum class SegmentKind { mmap, direct, buffered };
 // When syncs happen and whether append() waits for them.
 enum class SyncMode { periodic, batch, group };
-// What recovery does with damaged data (docs/durability.md).
-enum class RecoveryMode { tolerate_torn_tail, absolute, skip_damaged };
+// What recovery does with damaged data (docs/durability.md): drop only an
+// unfinished write and refuse proven damage (the default); stop at the first
+// damage and keep the prefix; skip damaged regions; refuse anything.
+enum class RecoveryMode { tolerate_torn_tail, point_in_time, absolute, skip_damaged };
 // Direct I/O: how the last partial block of a sync is written.
 enum class TailPolicy { pad, rewrite };
 // Direct I/O: how a write becomes durable: RWF_DSYNC on each write, or

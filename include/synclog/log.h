@@ -40,7 +40,9 @@ struct Damage {
 };
 
 // What Log::open found. `damage` holds every skipped region in
-// skip_damaged mode, and the region that stopped replay otherwise.
+// skip_damaged mode, and the region that stopped replay otherwise
+// (point_in_time). A loss this open accepted is written into the log, so
+// every later open lists it in `accepted`.
 struct RecoveryReport {
   Position end;             // replay ends here; new appends go to a new segment
   uint64_t records = 0;     // records that replay returns
@@ -48,6 +50,9 @@ struct RecoveryReport {
   bool torn_tail = false;   // an unfinished write after the last complete sync was dropped
   uint64_t torn_bytes = 0;  // bytes of that unfinished write (up to the segment end)
   std::vector<Damage> damage;
+  // Losses that earlier opens accepted (point-in-time or skip-damaged), as
+  // their loss records say: what was dropped, where, and why.
+  std::vector<Damage> accepted;
 };
 
 // Yields records in log order. Obtained from Log::read(); it sees the records

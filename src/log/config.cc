@@ -27,6 +27,7 @@ constexpr Named<SyncMode> kModes[] = {
     {"periodic", SyncMode::periodic}, {"batch", SyncMode::batch}, {"group", SyncMode::group}};
 constexpr Named<RecoveryMode> kRecovery[] = {
     {"tolerate-torn-tail", RecoveryMode::tolerate_torn_tail},
+    {"point-in-time", RecoveryMode::point_in_time},
     {"absolute", RecoveryMode::absolute},
     {"skip-damaged", RecoveryMode::skip_damaged}};
 constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};

@@ -35,6 +35,25 @@ Result<void> make_recovered_durable(const std::filesystem::path& dir,
   return io::sync_dir(dir);
 }
 
+// One loss record per accepted loss, right after the session record; a
+// long list ends in one record that sums up the rest.
+Result<void> record_losses(seg::Appender& appender, const std::vector<Damage>& losses) {
+  constexpr size_t kMaxLossRecords = 64;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    seg::LossRecord l{losses[i].at, losses[i].bytes, losses[i].reason};
+    if (i + 1 == kMaxLossRecords && losses.size() > kMaxLossRecords) {
+      for (size_t k = i + 1; k < losses.size(); ++k) l.bytes += losses[k].bytes;
+      l.reason = "this and " + std::to_string(losses.size() - i - 1) +
+                 " more damaged regions after it (first: " + losses[i].reason + ")";
+    }
+    const std::string payload = seg::encode_loss(l);
+    auto pos = appender.append(seg::Kind::loss, std::as_bytes(std::span(payload)));
+    if (!pos) return std::unexpected(pos.error());
+    if (i + 1 == kMaxLossRecords) break;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Log>> Log::open(const Config& config) {
@@ -106,13 +125,26 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     (void)impl->manager->stop();
     return std::unexpected(r.error());
   }
+  if (auto r = record_losses(*impl->appender, rec->losses); !r) {
+    (void)impl->manager->stop();
+    return std::unexpected(r.error());
+  }
   impl->driver = std::make_unique<sync::Driver>(
       config, *impl->appender, *impl->backend, impl->report.end,
       Position(impl->appender->first_segment(), seg::kHeaderSize),
       config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8,
       impl->metrics);
   impl->driver->start();
-  return std::unique_ptr<Log>(new Log(std::move(impl)));
+  std::unique_ptr<Log> log(new Log(std::move(impl)));
+  // A loss this open accepted is durable before open returns: a later
+  // session's acknowledged records can never exist without it.
+  if (!rec->losses.empty()) {
+    if (auto r = log->sync(); !r) {
+      (void)log->close();
+      return std::unexpected(r.error());
+    }
+  }
+  return log;
 }
 
 Result<Position> Log::append(std::span<const std::byte> record) {

@@ -1,5 +1,6 @@
 #include "segments/format.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "io/crc32c.h"
@@ -57,9 +58,9 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
     return fail("segment header checksum mismatch");
   }
   uint32_t version = load<uint32_t>(p + 8);
-  if (version != kVersion) {
+  if (version < kOldestReadableVersion || version > kVersion) {
     return fail("unsupported format version " + std::to_string(version) + " (this build reads " +
-                std::to_string(kVersion) + ")");
+                std::to_string(kOldestReadableVersion) + " to " + std::to_string(kVersion) + ")");
   }
   if (load<uint32_t>(p + 12) != 0) return fail("unknown segment header flags");
   SegmentHeader h;
@@ -67,6 +68,7 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
   h.segment_size = load<uint64_t>(p + 24);
   h.block_size = load<uint32_t>(p + 32);
   h.log_id = load<uint64_t>(p + 40);
+  h.version = version;
   if (h.segment_size < kHeaderSize + kRecordHeaderSize || h.segment_size > (1ull << 32)) {
     return fail("implausible segment size " + std::to_string(h.segment_size));
   }
@@ -90,6 +92,26 @@ void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uin
   std::byte payload[kPositionPayload];
   store(payload, value.raw());
   encode_record(image, segment_id, offset, kind, payload);
+}
+
+std::string encode_loss(const LossRecord& loss) {
+  const size_t reason = std::min<size_t>(loss.reason.size(), kMaxLossReason);
+  std::string out(kLossFixedPayload + reason, '\0');
+  auto* p = reinterpret_cast<std::byte*>(out.data());
+  store(p, loss.at.raw());
+  store(p + 8, loss.bytes);
+  std::memcpy(p + kLossFixedPayload, loss.reason.data(), reason);
+  return out;
+}
+
+LossRecord decode_loss(std::span<const std::byte> payload) {
+  LossRecord l;
+  if (payload.size() < kLossFixedPayload) return l;
+  l.at = Position::from_raw(load<uint64_t>(payload.data()));
+  l.bytes = load<uint64_t>(payload.data() + 8);
+  l.reason.assign(reinterpret_cast<const char*>(payload.data()) + kLossFixedPayload,
+                  payload.size() - kLossFixedPayload);
+  return l;
 }
 
 Position RecordView::position_payload() const {
@@ -139,6 +161,12 @@ Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uin
     case Kind::session:
       if (len != kPositionPayload) {
         d.reason = "bad marker length";
+        return d;
+      }
+      break;
+    case Kind::loss:
+      if (len < kLossFixedPayload || len > kLossFixedPayload + kMaxLossReason) {
+        d.reason = "bad loss record length";
         return d;
       }
       break;

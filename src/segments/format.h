@@ -20,7 +20,10 @@ namespace synclog::seg {
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
-inline constexpr uint32_t kVersion = 1;
+// Version 2 added the loss record. Version 1 files (no loss records) are
+// read as they are; every header this build writes says 2.
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
 inline constexpr uint32_t kAlign = 8;
@@ -34,7 +37,23 @@ enum class Kind : uint8_t {
                 // then zero padding that ends the sync on a block boundary (tail=pad)
   end = 3,      // end of segment: replay continues in the next segment
   session = 4,  // first record of a session: payload = where the previous session ended
+  loss = 5,     // after a session record: a loss that recovery accepted (LossRecord)
 };
+
+// The payload of a loss record: what an open dropped, in its recovery mode,
+// so that every later recovery can still report it.
+inline constexpr uint32_t kLossFixedPayload = 16;  // at, bytes; then the reason text
+inline constexpr uint32_t kMaxLossReason = 1024;
+
+struct LossRecord {
+  Position at;
+  uint64_t bytes = 0;
+  std::string reason;
+};
+
+// The payload bytes of a loss record (the reason cut to kMaxLossReason).
+std::string encode_loss(const LossRecord& loss);
+LossRecord decode_loss(std::span<const std::byte> payload);
 
 constexpr uint32_t framed_size(uint32_t payload) {
   return (kRecordHeaderSize + payload + kAlign - 1) & ~(kAlign - 1);
@@ -44,7 +63,8 @@ struct SegmentHeader {
   uint64_t segment_id = 0;
   uint64_t segment_size = 0;
   uint32_t block_size = 0;
-  uint64_t log_id = 0;  // random, shared by every segment of one log directory
+  uint64_t log_id = 0;          // random, shared by every segment of one log directory
+  uint32_t version = kVersion;  // as decoded; encode_header always writes kVersion
 };
 
 void encode_header(const SegmentHeader& h, std::span<std::byte> out);

@@ -1,7 +1,10 @@
 #include "segments/recovery.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "io/file.h"
 #include "segments/format.h"
@@ -11,6 +14,10 @@ namespace synclog::seg {
 namespace {
 
 using Bytes = std::vector<std::byte>;
+
+// What recovery reads of each file before the walk: the header, and the
+// session and loss records that follow it.
+constexpr uint64_t kHeadBytes = 4096;
 
 struct Scan {
   std::optional<uint32_t> first_valid;  // first offset at or after `from` holding a valid record
@@ -51,7 +58,10 @@ class Recovery {
  private:
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
   Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
-  Result<void> check_header(uint64_t id, std::span<const std::byte> head, uint64_t file_size);
+  // The checks of one header on its own; the log id is decided by the vote
+  // in list().
+  Result<SegmentHeader> check_header(uint64_t id, std::span<const std::byte> head,
+                                     uint64_t file_size) const;
   // Both fail on an I/O error: a segment that cannot be read is not one
   // that holds no session record (a guess here would fork the history).
   Result<std::optional<size_t>> find_session_after(size_t from, Position prev_end) const;
@@ -61,6 +71,43 @@ class Recovery {
   // segment to continue with, or nullopt when the log ends.
   Result<std::optional<size_t>> at_gap(size_t i, const Bytes& buf, const Decoded& d, Position here,
                                        uint32_t* resume);
+  Result<void> read_losses(uint64_t id, Bytes head, uint64_t file_size);
+  // Accepted already by an earlier open: recovery skips it in every mode.
+  bool accepted_at(Position at) const {
+    return std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
+                       [&](const Damage& d) { return d.at == at; });
+  }
+  RecoveryMode mode_at(Position at) const {
+    return accepted_at(at) ? RecoveryMode::skip_damaged : mode_;
+  }
+  // Reports a loss this open accepts; the new session records it unless an
+  // earlier one did.
+  void lose(Damage d) {
+    if (!accepted_at(d.at)) {
+      out_.losses.push_back(
+          Damage{d.at, d.bytes, d.reason + " (accepted by recovery=" + to_string(mode_) + ")"});
+    }
+    out_.report.damage.push_back(std::move(d));
+  }
+  // The default mode's answer to proven damage: which mode would accept it,
+  // and at what cost.
+  std::unexpected<Error> refuse(Position at, const std::string& why, uint64_t damaged,
+                                uint64_t to_end) const {
+    return make_error(
+        Errc::corruption,
+        "log damaged at segment " + std::to_string(at.segment()) + " offset " +
+            std::to_string(at.offset()) + ": " + why + " (" + std::to_string(damaged) +
+            " damaged bytes; recovery=" + to_string(mode_) +
+            " refuses to drop acknowledged records: recovery=point-in-time would end the log "
+            "here and drop the " +
+            std::to_string(to_end) +
+            " bytes from here on, recovery=skip-damaged would skip the damaged bytes)");
+  }
+  uint64_t bytes_from(size_t i, uint64_t offset) const {
+    uint64_t n = 0;
+    for (size_t k = i; k < ids_.size(); ++k) n += out_.kept.at(ids_[k]);
+    return n - std::min(n, offset);
+  }
   std::unexpected<Error> corrupt(Position at, const std::string& why) const {
     return make_error(Errc::corruption, "log damaged at segment " + std::to_string(at.segment()) +
                                             " offset " + std::to_string(at.offset()) + ": " + why +
@@ -93,25 +140,18 @@ Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
   return buf;
 }
 
-Result<void> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
-                                    uint64_t file_size) {
+Result<SegmentHeader> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
+                                             uint64_t file_size) const {
   auto header = decode_header(head);
   if (!header) return std::unexpected(header.error());
   if (header->segment_id != id) {
     return make_error(Errc::bad_directory,
                       "header names segment " + std::to_string(header->segment_id));
   }
-  // The first good header fixes the log's identity; the rest must agree.
-  if (out_.log_id == 0) out_.log_id = header->log_id;
   if (file_size > header->segment_size) {
     return make_error(Errc::bad_directory, "file is larger than its header's segment size");
   }
-  if (out_.log_id != 0 && header->log_id != out_.log_id) {
-    return make_error(Errc::bad_directory, "segment belongs to another log (log id " +
-                                               std::to_string(header->log_id) + ", this log's is " +
-                                               std::to_string(out_.log_id) + ")");
-  }
-  return {};
+  return *header;
 }
 
 Result<bool> Recovery::starts_session(uint64_t id, Position prev_end) const {
@@ -155,27 +195,114 @@ Result<void> Recovery::list() {
   // Every header is checked up front: a bad one is named even where replay
   // would never reach it.
   std::vector<uint64_t> good;
+  struct Head {
+    uint64_t id = 0, size = 0, log_id = 0;
+    Bytes bytes;
+    std::string error;
+  };
+  std::vector<Head> heads;
+  std::map<uint64_t, size_t> votes;  // log id -> good headers that carry it
   for (uint64_t id : ids_) {
     auto file = io::File::open(path_of(id), io::File::Mode::read);
     if (!file) return io_failure(file.error());
     auto size = file->size();
     if (!size) return io_failure(size.error());
     out_.kept[id] = *size;
-    auto head = load(id, kHeaderSize);
+    auto head = load(id, kHeadBytes);
     if (!head) return std::unexpected(head.error());
-    auto header = check_header(id, *head, *size);
-    if (!header) {
-      const std::string why =
-          "segment file " + path_of(id).string() + ": " + header.error().message;
-      if (mode_ != RecoveryMode::skip_damaged) return make_error(Errc::bad_directory, why);
-      out_.report.damage.push_back(Damage{Position(id, 0), *size, why});
-      unusable_.push_back(id);
+    Head h{id, *size, 0, std::move(*head), {}};
+    if (auto header = check_header(id, h.bytes, *size)) {
+      h.log_id = header->log_id;
+      ++votes[h.log_id];
+    } else {
+      h.error = header.error().message;
+    }
+    heads.push_back(std::move(h));
+  }
+  // Which log this directory holds: the log id of more headers than any
+  // other id. One file (a segment copied in from another log, under a name
+  // this log used) cannot outvote the rest; a tie cannot be decided, in any
+  // mode.
+  size_t best = 0, ties = 0;
+  for (const auto& [log_id, n] : votes) {
+    if (n > best) {
+      best = n;
+      ties = 0;
+      out_.log_id = log_id;
+    } else if (n == best) {
+      ++ties;
+    }
+  }
+  if (ties > 0) {
+    std::string counts;
+    for (const auto& [log_id, n] : votes)
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " say " + std::to_string(log_id);
+    return make_error(Errc::bad_directory,
+                      "segment headers in " + dir_.string() +
+                          " disagree on the log id and none holds a majority (" + counts +
+                          "): cannot tell which files belong to this log");
+  }
+  std::vector<Damage> bad;
+  for (Head& h : heads) {
+    if (h.error.empty() && h.log_id != out_.log_id) {
+      h.error = "segment belongs to another log (log id " + std::to_string(h.log_id) +
+                "; this log's is " + std::to_string(out_.log_id) + ", held by " +
+                std::to_string(best) + " of " + std::to_string(heads.size()) + " segment files)";
+    }
+    if (!h.error.empty()) {
+      bad.push_back(Damage{Position(h.id, 0), h.size,
+                           "segment file " + path_of(h.id).string() + ": " + h.error});
+      unusable_.push_back(h.id);
       continue;
     }
-    good.push_back(id);
+    if (auto r = read_losses(h.id, std::move(h.bytes), h.size); !r) return r;
+    good.push_back(h.id);
+  }
+  // Judged once every loss record is known: a file an earlier open skipped
+  // stays skipped.
+  for (Damage& d : bad) {
+    if (mode_at(d.at) != RecoveryMode::skip_damaged)
+      return make_error(Errc::bad_directory, d.reason);
+    lose(std::move(d));
   }
   ids_ = std::move(good);
   return {};
+}
+
+// Loss records follow the session record at the start of a segment (and
+// continue at the start of the next one if they did not fit).
+Result<void> Recovery::read_losses(uint64_t id, Bytes head, uint64_t file_size) {
+  for (;;) {
+    uint32_t off = kHeaderSize;
+    std::vector<Damage> found;
+    Decoded d;
+    for (;;) {
+      d = decode_record(head, id, off);
+      if (d.status != Decode::ok) break;
+      if (d.record.kind == Kind::loss) {
+        LossRecord l = decode_loss(d.record.payload);
+        found.push_back(Damage{l.at, l.bytes, std::move(l.reason)});
+      } else if (d.record.kind != Kind::session || off != kHeaderSize) {
+        break;
+      }
+      off += d.record.framed;
+    }
+    // A loss record cut off by the short read: read the whole file.
+    const uint64_t longest = framed_size(kLossFixedPayload + kMaxLossReason);
+    if (d.status != Decode::ok && head.size() < file_size && off + longest > head.size()) {
+      auto whole = load(id);
+      if (!whole) return std::unexpected(whole.error());
+      head = std::move(*whole);
+      continue;
+    }
+    for (Damage& f : found) {
+      const bool known =
+          std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
+                      [&](const Damage& a) { return a.at == f.at && a.bytes == f.bytes; });
+      if (!known) out_.report.accepted.push_back(std::move(f));
+    }
+    return {};
+  }
 }
 
 Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const Decoded& d,
@@ -196,29 +323,34 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
   Scan here_scan = scan(buf, here.segment(), here.offset());
   Position proven = here_scan.max_marker;
   bool later_valid = false;
-  std::vector<uint64_t> empty_later;  // no valid record at all: spares, or never written
   for (size_t k = i + 1; k < ids_.size(); ++k) {
     auto later = load(ids_[k]);
     if (!later) return std::unexpected(later.error());
     Scan s = scan(*later, ids_[k], kHeaderSize);
     proven = std::max(proven, s.max_marker);
     later_valid |= s.first_valid.has_value();
-    if (!s.first_valid) empty_later.push_back(ids_[k]);
   }
   const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
   if (here < proven) {
     const std::string why = reason + " before durable position " + proven.to_string();
-    if (mode_ == RecoveryMode::absolute) return corrupt(here, why);
-    if (mode_ == RecoveryMode::tolerate_torn_tail) {
-      rep.damage.push_back(Damage{here, written_bytes_after(buf, here.offset()), why});
-      return std::optional<size_t>();
+    const uint64_t skipped =
+        here_scan.first_valid ? *here_scan.first_valid - here.offset() : buf.size() - here.offset();
+    switch (mode_at(here)) {
+      case RecoveryMode::absolute:
+        return corrupt(here, why);
+      case RecoveryMode::tolerate_torn_tail:
+        return refuse(here, why, skipped, bytes_from(i, here.offset()));
+      case RecoveryMode::point_in_time:
+        lose(Damage{here, written_bytes_after(buf, here.offset()), why});
+        return std::optional<size_t>();
+      case RecoveryMode::skip_damaged:
+        break;
     }
+    lose(Damage{here, skipped, why});
     if (here_scan.first_valid) {
-      rep.damage.push_back(Damage{here, *here_scan.first_valid - here.offset(), why});
       *resume = *here_scan.first_valid;
       return i;
     }
-    rep.damage.push_back(Damage{here, buf.size() - here.offset(), why});
     *resume = kHeaderSize;
     return i + 1;
   }
@@ -229,10 +361,14 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     rep.torn_tail = true;
     rep.torn_bytes = written_bytes_after(buf, here.offset());
   }
-  // Later files that hold no valid record can go; any holding records stay
-  // on disk for inspection (synclog-dump), reported on every open, and the
-  // next session's record tells later recoveries where this log ended.
-  out_.discard = std::move(empty_later);
+  // No sync completed past here, so no later file holds an acknowledged
+  // record: they all go before the new session writes anything. Left on
+  // disk, one holding records would be replayed as the log's start once a
+  // release removed the files before it (phantoms, then the gap as damage).
+  // Highest id first: a crash part-way leaves a prefix of them, which the
+  // next recovery judges the same way.
+  out_.discard.clear();
+  for (size_t k = ids_.size(); k > i + 1; --k) out_.discard.push_back(ids_[k - 1]);
   return std::optional<size_t>();
 }
 
@@ -247,7 +383,8 @@ Result<Recovered> Recovery::run() {
     if (!buf) return std::unexpected(buf.error());
     uint32_t off = start;
     uint32_t begin = start;
-    std::optional<size_t> next;
+    constexpr size_t kEnd = SIZE_MAX;  // the log ends in this segment
+    size_t next = kEnd;
     for (;;) {
       Decoded d = decode_record(*buf, id, off);
       if (d.status == Decode::ok && d.record.kind != Kind::end) {
@@ -281,10 +418,20 @@ Result<Recovered> Recovery::run() {
               }
               next = *j;
             } else {
+              const Position gone(missing, 0);
               const std::string why = "segment " + std::to_string(missing) + " is missing";
-              if (mode_ == RecoveryMode::absolute) return corrupt(Position(missing, 0), why);
-              rep.damage.push_back(Damage{Position(missing, 0), 0, why});
-              if (mode_ == RecoveryMode::tolerate_torn_tail) next.reset();
+              switch (mode_at(gone)) {
+                case RecoveryMode::absolute:
+                  return corrupt(gone, why);
+                case RecoveryMode::tolerate_torn_tail:
+                  return refuse(gone, why, 0, bytes_from(i + 1, 0));
+                case RecoveryMode::point_in_time:
+                  next = kEnd;
+                  break;
+                case RecoveryMode::skip_damaged:
+                  break;
+              }
+              lose(Damage{gone, 0, why});
             }
           }
         }
@@ -301,12 +448,12 @@ Result<Recovered> Recovery::run() {
         off = begin = resume;
         continue;
       }
-      next = *step;
+      next = step->value_or(kEnd);
       start = resume;
       break;
     }
-    if (!next) break;
-    i = *next;
+    if (next == kEnd) break;
+    i = next;
   }
   // Count only what replay returns: records in discarded segments were never acknowledged.
   for (uint64_t id : out_.discard) out_.kept.erase(id);

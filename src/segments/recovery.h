@@ -11,6 +11,9 @@
 //   of them lies past p, the bytes at p were durable and are now damaged;
 //   else p is in the last, unfinished sync: a torn tail (or a clean end if
 //   nothing at all was written from p on).
+// - Damage is refused (tolerate_torn_tail, absolute), ends the log
+//   (point_in_time) or is skipped (skip_damaged). A loss recorded by an
+//   earlier open's loss record was accepted already: every mode skips it.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,12 @@ struct Recovered {
   RecoveryReport report;
   std::vector<Extent> extents;
   std::map<uint64_t, uint64_t> kept;  // segment files that stay: id -> file size
-  std::vector<uint64_t> discard;      // past a torn or clean end, holding no valid record
+  // Past a torn or clean end (no acknowledged record): removed at open,
+  // highest id first.
+  std::vector<uint64_t> discard;
+  // Losses this open accepts that no earlier open recorded: the new session
+  // writes one loss record for each, after its session record.
+  std::vector<Damage> losses;
   std::vector<std::string> temp_files;
   uint64_t next_id = 1;
   uint64_t log_id = 0;  // from the segment headers; 0 for an empty directory

@@ -6,10 +6,10 @@
 // (tests/fuzz/segment.dict holds it): they are written as segments 1, 2, 3
 // of a fresh log directory under /dev/shm. For each recovery mode the
 // directory is laid anew, opened with Log::open, replayed to the end with
-// the Reader and closed; a log that opened with tolerate_torn_tail is then
-// opened again and must replay exactly the same records (recovery after
-// recovery is stable). The raw bytes also go through seg::decode_header and
-// seg::decode_record at every aligned offset.
+// the Reader and closed; a log that opened with tolerate_torn_tail or
+// point_in_time is then opened again and must replay exactly the same
+// records (recovery after recovery is stable). The raw bytes also go
+// through seg::decode_header and seg::decode_record at every aligned offset.
 //
 // Build: cmake --preset fuzz && cmake --build --preset fuzz
 // Run:   build/fuzz/tests/fuzz/segment_fuzz -dict=tests/fuzz/segment.dict CORPUS_COPY_DIR
@@ -143,7 +143,10 @@ void open_and_replay(const std::vector<std::string_view>& parts, RecoveryMode mo
     first = replay(**log);
     (void)(*log)->close();
   }
-  if (mode != RecoveryMode::tolerate_torn_tail || first.error) return;
+  if ((mode != RecoveryMode::tolerate_torn_tail && mode != RecoveryMode::point_in_time) ||
+      first.error) {
+    return;
+  }
   // The first open ended the log and started a session after it: a second
   // recovery must find the same records.
   auto again = Log::open(cfg);
@@ -184,8 +187,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   decode_raw(std::as_bytes(std::span(data, size)));
   const auto parts = split(in);
-  for (auto mode :
-       {RecoveryMode::tolerate_torn_tail, RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
+  for (auto mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                    RecoveryMode::absolute, RecoveryMode::skip_damaged}) {
     open_and_replay(parts, mode);
   }
   std::error_code ec;
