@@ -226,6 +226,11 @@ std::string keep_evidence(const CrashImage& img, const std::string& tag) {
   return keep;
 }
 
+std::string save_recording(const Recording& rec, const std::string& tag) {
+  const std::string path = "/tmp/synclog-chain-" + std::to_string(::getpid()) + "-" + tag + ".rec";
+  return rec.save(path) ? path : "(could not save " + path + ")";
+}
+
 // One history; false if some state failed (reported with ADD_FAILURE).
 bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_states, Totals* totals) {
   std::mt19937_64 rng(seed);
@@ -325,7 +330,9 @@ bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_state
                         << ") at k=" << p.k << " of " << sim.moments() << " (session from "
                         << sess.shift << "), image seed " << p.seed << ": " << fv.problem << "\n  "
                         << img.describe() << "\n  image kept in "
-                        << keep_evidence(img, std::to_string(seed) + "-" + std::to_string(i));
+                        << keep_evidence(img, std::to_string(seed) + "-" + std::to_string(i))
+                        << "\n  the last session's recording saved to "
+                        << save_recording(sess.rec, std::to_string(seed));
         }
       }
     };
@@ -429,9 +436,13 @@ TEST(ChainSim, CrashRestartChains) {
       "SYNCLOG_CHAIN_SEED", 0xc4a1e5 + std::hash<std::string>{}(backend_under_test()) % 1000));
   Totals t;
   const auto start = std::chrono::steady_clock::now();
+  // SYNCLOG_CHAIN_HISTORY=<seed> runs that one history (a failure names it).
+  const char* one = std::getenv("SYNCLOG_CHAIN_HISTORY");
   for (int h = 0; h < histories && t.failures == 0; ++h) {
-    run_history(chain_config(), mix_seed(base_seed, static_cast<uint64_t>(h)), sessions, states,
-                &t);
+    const uint64_t seed = one && *one ? std::strtoull(one, nullptr, 0)
+                                      : mix_seed(base_seed, static_cast<uint64_t>(h));
+    run_history(chain_config(), seed, sessions, states, &t);
+    if (one && *one) break;
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
