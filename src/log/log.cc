@@ -101,6 +101,13 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
       return std::unexpected(r.error());
     }
   }
+  if (rec->next_id > seg::kMaxSegmentId + 1) {
+    return make_error(Errc::bad_directory, "log directory " + config.dir.string() +
+                                               " holds segment id " +
+                                               std::to_string(rec->next_id - 1) +
+                                               ", past the largest a position can hold (" +
+                                               std::to_string(seg::kMaxSegmentId) + " = 2^32-2)");
+  }
   if (auto r = make_recovered_durable(config.dir, rec->kept); !r) return std::unexpected(r.error());
   impl->report = rec->report;
   impl->recovered = std::move(rec->extents);
