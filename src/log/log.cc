@@ -101,6 +101,13 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
       return std::unexpected(r.error());
     }
   }
+  if (rec->next_id > seg::kMaxSegmentId + 1) {
+    return make_error(Errc::bad_directory, "log directory " + config.dir.string() +
+                                               " holds segment id " +
+                                               std::to_string(rec->next_id - 1) +
+                                               ", past the largest a position can hold (" +
+                                               std::to_string(seg::kMaxSegmentId) + " = 2^32-2)");
+  }
   if (auto r = make_recovered_durable(config.dir, rec->kept); !r) return std::unexpected(r.error());
   impl->report = rec->report;
   impl->recovered = std::move(rec->extents);
@@ -121,17 +128,17 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   impl->manager->start();
   impl->appender =
       std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout, impl->metrics);
-  if (auto r = impl->appender->start(impl->report.end); !r) {
-    (void)impl->manager->stop();
-    return std::unexpected(r.error());
-  }
+  impl->appender->start(impl->report.end);
+  // Losses a recovery mode accepted are recorded first; they, like any
+  // append, take the session's first segment. Without them opening takes
+  // no space.
   if (auto r = record_losses(*impl->appender, rec->losses); !r) {
     (void)impl->manager->stop();
     return std::unexpected(r.error());
   }
+  // Nothing of this session is synced yet (its first segment may not exist).
   impl->driver = std::make_unique<sync::Driver>(
-      config, *impl->appender, *impl->backend, impl->report.end,
-      Position(impl->appender->first_segment(), seg::kHeaderSize),
+      config, *impl->appender, *impl->backend, impl->report.end, Position{},
       config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8,
       impl->metrics);
   impl->driver->start();

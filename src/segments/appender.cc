@@ -9,25 +9,21 @@
 
 namespace synclog::seg {
 
-Result<void> Appender::start(Position previous_end) {
-  // Opening waits for its first segment to be made, however short the
-  // append timeout, but gives up at once on a creation error.
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::max<std::chrono::milliseconds>(allocation_timeout_, std::chrono::minutes(1));
-  auto seg = manager_.take(deadline, /*fail_fast=*/true);
-  if (!seg) return std::unexpected(seg.error());
-  first_segment_ = (*seg)->id();
-  install(*seg);
-  auto pos = append_position(Kind::session, previous_end);
-  if (!pos) return std::unexpected(pos.error());
-  return {};
+Appender::Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
+                   metrics::Metrics& metrics)
+    : manager_(manager), allocation_timeout_(allocation_timeout), metrics_(metrics) {
+  // Far past its capacity, and far from wrapping however many writers add.
+  placeholder_.reserved.store(uint64_t{1} << 62);
+  active_.store(&placeholder_);
 }
 
-void Appender::install(Segment* next) {
-  std::lock_guard lock(mu_);
-  live_.push_back(next);
-  active_.store(next, std::memory_order_release);
+void Appender::start(Position previous_end) { previous_end_ = previous_end; }
+
+void Appender::begin_session(Segment& first) {
+  const uint64_t off = first.reserved.fetch_add(framed_size(kPositionPayload));
+  encode_position_record(first.image(), first.id(), static_cast<uint32_t>(off), Kind::session,
+                         previous_end_);
+  first_segment_.store(first.id(), std::memory_order_release);
 }
 
 Result<Position> Appender::append_position(Kind kind, Position value) {
@@ -79,6 +75,11 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
   for (;;) {
     inflight::begin(*slot);
     Segment* seg = active_.load(std::memory_order_acquire);
+    if (seg == &placeholder_) {
+      // Nothing appended yet: a sync must not be what starts the session.
+      inflight::end(*slot);
+      return make_error(Errc::closed, "no segment taken yet: nothing to sync");
+    }
     // The size depends on where the marker lands, so this reservation is a
     // compare-exchange where appends use fetch_add.
     uint64_t at = seg->reserved.load();
@@ -125,6 +126,7 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   std::lock_guard lock(mu_);
   switching_ = false;
   if (next) {
+    if (full == &placeholder_) begin_session(**next);
     live_.push_back(*next);
     active_.store(*next, std::memory_order_release);
   }
@@ -135,6 +137,7 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
 
 Position Appender::head() const {
   Segment* seg = active_.load(std::memory_order_acquire);
+  if (seg == &placeholder_) return previous_end_;
   const uint64_t reserved = seg->reserved.load();
   return Position(seg->id(), std::min(reserved, seg->capacity()));
 }
@@ -146,6 +149,7 @@ Result<Position> Appender::seal() {
   switch_done_.wait(lock, [&] { return !switching_; });
   Segment* seg = active_.load(std::memory_order_acquire);
   sealed_ = true;
+  if (seg == &placeholder_) return previous_end_;
   // Push the reservation past the end so that later appends overflow; the
   // overflow path then finds the log sealed.
   const uint64_t off = seg->reserved.fetch_add(seg->size());

@@ -28,12 +28,15 @@ namespace synclog::seg {
 class Appender {
  public:
   Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
-           metrics::Metrics& metrics)
-      : manager_(manager), allocation_timeout_(allocation_timeout), metrics_(metrics) {}
+           metrics::Metrics& metrics);
 
-  // Takes the session's first segment and writes the session record naming
-  // where the previous session's log ended.
-  [[nodiscard]] Result<void> start(Position previous_end);
+  // Begins the session. Its first segment is taken, and the session record
+  // naming where the previous session's log ended written into it, by the
+  // first append: opening a log (and closing it unused) never needs more
+  // space than the log already holds.
+  void start(Position previous_end);
+  // Whether the session has taken a segment (an append happened).
+  bool started() const { return first_segment() != kNoSegment; }
 
   // Appends one record; returns where it starts.
   [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
@@ -44,13 +47,15 @@ class Appender {
   // block. Returns the marker's end; *padding gets the padding bytes.
   [[nodiscard]] Result<Position> append_marker(Position durable, uint32_t align, uint64_t* padding);
 
-  // Everything reserved so far ends before this position.
+  // Everything reserved so far ends before this position (the previous
+  // session's end before the first append).
   Position head() const;
   // Waits until every append that began before the call is complete.
   void drain() const;
 
   // Writes the end record into the active segment and refuses further
-  // appends; returns the position just past it.
+  // appends; returns the position just past it (or, if nothing was ever
+  // appended, the previous session's end: there is no segment to seal).
   [[nodiscard]] Result<Position> seal();
 
   // Segments of this session with id >= `from`, in order.
@@ -58,7 +63,9 @@ class Appender {
   // Drops segments below `id` from the list (they are complete and synced)
   // and returns them.
   std::vector<Segment*> forget_before(uint64_t id);
-  uint64_t first_segment() const { return first_segment_; }
+  // This session's first segment id; kNoSegment before the first append.
+  uint64_t first_segment() const { return first_segment_.load(std::memory_order_acquire); }
+  static constexpr uint64_t kNoSegment = UINT64_MAX;
   // Lets go of a segment forget_before() returned, once the backend has.
   void retire(Segment& segment) { manager_.retire(segment); }
 
@@ -68,14 +75,20 @@ class Appender {
   // For a writer whose reservation at `off` did not fit, inside its inflight
   // window: the one that crossed the end writes the end record.
   static void on_overflow(Segment* seg, uint64_t off);
-  void install(Segment* next);
+  // Writes the session record into the session's first segment, before
+  // any writer can see the segment.
+  void begin_session(Segment& first);
 
   SegmentManager& manager_;
   const std::chrono::milliseconds allocation_timeout_;
   metrics::Metrics& metrics_;
   inflight::Table inflight_;  // this log's writers only
+  // Active until the first append: full (every reservation overflows into
+  // advance_from, which takes the first segment), with no image or file.
+  Segment placeholder_{0, kHeaderSize + kRecordHeaderSize, {}};
+  Position previous_end_;
   std::atomic<Segment*> active_{nullptr};
-  uint64_t first_segment_ = 0;
+  std::atomic<uint64_t> first_segment_{kNoSegment};
   mutable std::mutex mu_;  // live_, sealed_, switching_
   // One thread switches segments at a time (switching_); the others wait
   // for it only until their own deadline, so the syncer (whose deadline is

@@ -129,6 +129,17 @@ void SegmentManager::run() {
       work_.wait(lock);
       continue;
     }
+    if (next_id_ > kMaxSegmentId) {
+      ids_exhausted_ = true;
+      last_error_ = "segment id " + std::to_string(next_id_) +
+                    " would exceed the largest a position can hold (" +
+                    std::to_string(kMaxSegmentId) +
+                    " = 2^32-2): this log has used up its segment ids; copy what is still "
+                    "needed into a new log";
+      spare_ready_.notify_all();
+      work_.wait(lock);
+      continue;
+    }
     std::filesystem::path recycled;
     const bool recycling = !to_recycle_.empty();
     if (recycling) {
@@ -179,7 +190,7 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
     work_.notify_one();
     const auto start = std::chrono::steady_clock::now();
     spare_ready_.wait_until(lock, deadline, [&] {
-      return !spares_.empty() || stopping_ || (fail_fast && !last_error_.empty());
+      return !spares_.empty() || stopping_ || ids_exhausted_ || (fail_fast && !last_error_.empty());
     });
     if (spares_.empty()) {
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -24,6 +24,12 @@
 
 namespace synclog::seg {
 
+// The largest segment id: a Position keeps 32 bits of it, and the all-ones
+// id is left unused so that no Position of a segment reaches UINT64_MAX.
+// The manager makes no segment past it: appends then fail at once, naming
+// the limit, instead of wrapping to positions before the log's start.
+inline constexpr uint64_t kMaxSegmentId = (uint64_t{1} << 32) - 2;
+
 struct ManagerOptions {
   std::filesystem::path dir;
   uint64_t segment_size = 0;
@@ -109,6 +115,7 @@ class SegmentManager {
   std::string last_error_;
   std::optional<Error> release_failure_;  // a failed directory fsync in release()
   uint32_t pending_recycles_ = 0;         // renames in flight in release()
+  bool ids_exhausted_ = false;  // next_id_ is past kMaxSegmentId: permanent
   ManagerStats stats_;
   bool stopping_ = false;
   std::thread thread_;

@@ -154,7 +154,9 @@ Result<void> Driver::persist_through(Position target) {
     }
     if (to > from) ranges.push_back(Range{s, from, to});
   }
-  if (auto r = backend_.persist(ranges); !r) return r;
+  if (!ranges.empty()) {
+    if (auto r = backend_.persist(ranges); !r) return r;
+  }
   synced_ = target;
   // Complete segments need no image any more (a direct segment's is
   // private memory as large as the file).

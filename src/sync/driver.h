@@ -36,7 +36,8 @@ struct DriverStats {
 class Driver {
  public:
   // `durable` is where recovery ended; `synced` is the first byte of this
-  // session that no sync has covered yet.
+  // session that no sync has covered yet (Position{} while the session has
+  // no segment: a sync then starts after the header of each of its segments).
   // `marker_align` > 8 pads every sync to that boundary (direct I/O, tail=pad).
   Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
          Position synced, uint32_t marker_align, metrics::Metrics& metrics);
