@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <functional>
 
+#include "sync/direct_sync.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -117,6 +118,50 @@ TEST(BackendSelect, AutoSaysWhichItChose) {
   auto log = Log::open(cfg);
   ASSERT_TRUE(log.has_value()) << log.error().describe();
   EXPECT_EQ((*log)->backend(), "pwrite (backend=auto chose pwrite for buffered segments)");
+}
+
+// Path 5: RWF_DSYNC is trusted by filesystem type; tests/fuse_dsync_test.cc
+// has the filesystem that does not honour it.
+TEST(BackendSelect, Path5_DirectSyncFollowsTheFilesystem) {
+  const std::filesystem::path dir = "/log";
+  io::Filesystem honours{0xEF53, "ext4", true};
+  io::Filesystem fuse{0x65735546, "fuse", false};
+  auto a = sync::choose_direct_sync(DirectSync::auto_select, honours, dir);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->use, DirectSync::dsync);
+  EXPECT_EQ(a->why, "direct_sync=dsync: RWF_DSYNC is honoured on ext4");
+  auto b = sync::choose_direct_sync(DirectSync::auto_select, fuse, dir);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->use, DirectSync::fdatasync);
+  EXPECT_EQ(b->why, "direct_sync=fdatasync: RWF_DSYNC is not known to be honoured on fuse");
+  auto c = sync::choose_direct_sync(DirectSync::dsync, fuse, dir);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, Errc::unsupported);
+  EXPECT_NE(c.error().message.find("not known to be honoured on fuse (/log)"), std::string::npos)
+      << c.error().message;
+  for (const auto& fs : {honours, fuse}) {
+    auto d = sync::choose_direct_sync(DirectSync::fdatasync, fs, dir);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->use, DirectSync::fdatasync);
+    EXPECT_EQ(d->why, "");
+  }
+}
+
+TEST(BackendSelect, Path5_AutoDirectSyncIsNamedInBackend) {
+  TempDir dir;  // tmpfs: no device cache, RWF_DSYNC trusted
+  Config cfg = small_config(dir.path());
+  cfg.backend = BackendKind::aio;
+  cfg.segment_kind = SegmentKind::direct;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_EQ((*log)->backend(), "aio (direct_sync=dsync: RWF_DSYNC is honoured on tmpfs)");
+  cfg.backend = BackendKind::auto_select;
+  ASSERT_TRUE((*log)->close().has_value());
+  log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_NE((*log)->backend().find("; direct_sync=dsync: RWF_DSYNC is honoured on tmpfs)"),
+            std::string::npos)
+      << (*log)->backend();
 }
 
 }  // namespace
