@@ -50,8 +50,10 @@ Result<DirectProbe> probe_direct_io(const std::filesystem::path& file) {
     probe.alignment = stx.stx_dio_offset_align;
   }
   struct stat st;
-  if (probe.alignment == 0 && ::fstat(probe.file.fd(), &st) == 0)
-    probe.alignment = sysfs_queue_value(st.st_dev, "logical_block_size");
+  if (::fstat(probe.file.fd(), &st) == 0) {
+    if (probe.alignment == 0) probe.alignment = sysfs_queue_value(st.st_dev, "logical_block_size");
+    probe.physical = sysfs_queue_value(st.st_dev, "physical_block_size");
+  }
   if (probe.alignment == 0) {
     probe.alignment = static_cast<uint32_t>(page_size());
     probe.reported = false;

@@ -89,7 +89,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
                             std::to_string(probed->alignment) + " bytes that the filesystem of " +
                             config.dir.string() + " reports");
     }
-    block = config.block_size != 0 ? config.block_size : probed->alignment;
+    block = io::choose_block_size(config.block_size, probed->alignment, probed->physical);
     if (block > 4096) {
       return make_error(Errc::unsupported, "direct I/O alignment of " + std::to_string(block) +
                                                " bytes in " + config.dir.string() +
