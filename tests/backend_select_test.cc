@@ -128,8 +128,8 @@ TEST(BackendSelect, AutoSaysWhichItChose) {
 // has the filesystem that does not honour it.
 TEST(BackendSelect, Path5_DirectSyncFollowsTheFilesystem) {
   const std::filesystem::path dir = "/log";
-  io::Filesystem honours{0xEF53, "ext4", true};
-  io::Filesystem fuse{0x65735546, "fuse", false};
+  io::Filesystem honours{0xEF53, "ext4", true, ""};
+  io::Filesystem fuse{0x65735546, "fuse", false, ""};
   auto a = sync::choose_direct_sync(DirectSync::auto_select, honours, dir);
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->use, DirectSync::dsync);

@@ -45,5 +45,61 @@ TEST(LoopFs, BlockSizeBelowTheDeviceAlignmentIsRefusedAtOpen) {
   }
 }
 
+// On copy-on-write storage fallocate reserves no space for overwrites, so a
+// store into an mmap segment can raise SIGBUS when the filesystem fills up.
+// mmap segments are refused there at open; direct and buffered ones work.
+void check_cow_filesystem(const std::string& mkfs, const std::string& name, bool refuses_mmap) {
+  LoopFs fs(mkfs, 512);
+  MOUNT_OR_SKIP(fs);
+  Config mmap = small_config(fs.log_dir());
+  mmap.backend = BackendKind::msync;
+  mmap.segment_kind = SegmentKind::mmap;
+  {
+    auto log = Log::open(mmap);
+    if (refuses_mmap) {
+      ASSERT_FALSE(log.has_value()) << "mmap segments opened on " << name;
+      EXPECT_EQ(log.error().code, Errc::unsupported) << log.error().describe();
+      EXPECT_NE(log.error().message.find(name), std::string::npos) << log.error().message;
+      EXPECT_NE(log.error().message.find("copy-on-write"), std::string::npos)
+          << log.error().message;
+    } else {
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      ASSERT_TRUE((*log)->append("mmap").has_value());
+    }
+  }
+  for (auto [backend, kind] : {std::pair{BackendKind::uring, SegmentKind::direct},
+                               std::pair{BackendKind::pwrite, SegmentKind::buffered}}) {
+    SCOPED_TRACE(to_string(backend));
+    const auto dir = fs.log_dir() / to_string(backend);
+    std::filesystem::create_directory(dir);
+    Config cfg = small_config(dir);
+    cfg.backend = backend;
+    cfg.segment_kind = kind;
+    {
+      auto log = Log::open(cfg);
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE((*log)->append(make_record(0, static_cast<uint64_t>(i), 1000)).has_value());
+      }
+      ASSERT_TRUE((*log)->close().has_value());
+    }
+    auto replayed = replay_all(cfg);
+    ASSERT_TRUE(replayed.has_value()) << replayed.error().describe();
+    EXPECT_EQ(replayed->size(), 200u);
+  }
+}
+
+TEST(LoopFs, MmapSegmentsAreRefusedOnBtrfs) {
+  check_cow_filesystem("mkfs.btrfs -q -f", "btrfs", true);
+}
+
+TEST(LoopFs, MmapSegmentsAreRefusedOnXfsWithReflink) {
+  check_cow_filesystem("mkfs.xfs -q -f -m reflink=1", "xfs", true);
+}
+
+TEST(LoopFs, MmapSegmentsWorkOnXfsWithoutReflink) {
+  check_cow_filesystem("mkfs.xfs -q -f -m reflink=0", "xfs", false);
+}
+
 }  // namespace
 }  // namespace synclog::test

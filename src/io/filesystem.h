@@ -18,6 +18,10 @@ struct Filesystem {
   // completes only once its data is durable (docs/backends.md says which
   // filesystems and why).
   bool async_dsync_honoured = false;
+  // Overwrites can need new blocks (copy-on-write: btrfs, bcachefs, ZFS,
+  // XFS with reflink), so fallocate guarantees no space for them; empty if
+  // not, else what makes it so.
+  std::string copy_on_write;
 };
 
 [[nodiscard]] Result<Filesystem> probe_filesystem(const std::filesystem::path& dir);

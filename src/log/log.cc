@@ -7,6 +7,7 @@
 
 #include "io/align.h"
 #include "io/clock.h"
+#include "io/filesystem.h"
 #include "log/log_impl.h"
 #include "sync/direct_sync.h"
 
@@ -73,6 +74,18 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
   impl->lock = std::move(*lock);
 
+  if (config.segment_kind == SegmentKind::mmap) {
+    auto fs = io::probe_filesystem(config.dir);
+    if (!fs) return std::unexpected(fs.error());
+    if (!fs->copy_on_write.empty()) {
+      return make_error(Errc::unsupported,
+                        "mmap segments are refused in " + config.dir.string() + ": " +
+                            fs->copy_on_write +
+                            ", so fallocate reserves no space for overwrites and a store into "
+                            "the mapping could raise SIGBUS when the filesystem is full; use "
+                            "segment_kind=direct or segment_kind=buffered there");
+    }
+  }
   uint32_t block = 0;
   Config effective = config;
   std::string direct_why;
