@@ -55,9 +55,11 @@ class AioTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     dir_.emplace(std::string(GetParam()) == "shm" ? "/dev/shm" : test::disk_base());
-    auto align = io::probe_direct_alignment(dir_->path());
+    auto file = io::File::open(dir_->path() / "probe", io::File::Mode::create_new);
+    ASSERT_TRUE(file.has_value()) << file.error().describe();
+    auto align = io::probe_direct_io(file->path());
     if (!align) GTEST_SKIP() << align.error().message;
-    block_ = *align;
+    block_ = align->alignment;
     auto probe = make_aio_backend(Config{}, block_, false);
     if (!probe && probe.error().code == Errc::unsupported) GTEST_SKIP() << probe.error().message;
     ASSERT_TRUE(probe.has_value()) << probe.error().describe();

@@ -8,13 +8,18 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <fstream>
 #include <functional>
 
+#include "io/align.h"
+#include "sync/direct_sync.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -117,6 +122,85 @@ TEST(BackendSelect, AutoSaysWhichItChose) {
   auto log = Log::open(cfg);
   ASSERT_TRUE(log.has_value()) << log.error().describe();
   EXPECT_EQ((*log)->backend(), "pwrite (backend=auto chose pwrite for buffered segments)");
+}
+
+// Path 5: RWF_DSYNC is trusted by filesystem type; tests/fuse_dsync_test.cc
+// has the filesystem that does not honour it.
+TEST(BackendSelect, Path5_DirectSyncFollowsTheFilesystem) {
+  const std::filesystem::path dir = "/log";
+  io::Filesystem honours{0xEF53, "ext4", true, ""};
+  io::Filesystem fuse{0x65735546, "fuse", false, ""};
+  auto a = sync::choose_direct_sync(DirectSync::auto_select, honours, dir);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->use, DirectSync::dsync);
+  EXPECT_EQ(a->why, "direct_sync=dsync: RWF_DSYNC is honoured on ext4");
+  auto b = sync::choose_direct_sync(DirectSync::auto_select, fuse, dir);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->use, DirectSync::fdatasync);
+  EXPECT_EQ(b->why, "direct_sync=fdatasync: RWF_DSYNC is not known to be honoured on fuse");
+  auto c = sync::choose_direct_sync(DirectSync::dsync, fuse, dir);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, Errc::unsupported);
+  EXPECT_NE(c.error().message.find("not known to be honoured on fuse (/log)"), std::string::npos)
+      << c.error().message;
+  for (const auto& fs : {honours, fuse}) {
+    auto d = sync::choose_direct_sync(DirectSync::fdatasync, fs, dir);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->use, DirectSync::fdatasync);
+    EXPECT_EQ(d->why, "");
+  }
+}
+
+TEST(BackendSelect, Path5_AutoDirectSyncIsNamedInBackend) {
+  TempDir dir;  // tmpfs: no device cache, RWF_DSYNC trusted
+  Config cfg = small_config(dir.path());
+  cfg.backend = BackendKind::aio;
+  cfg.segment_kind = SegmentKind::direct;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_EQ((*log)->backend(), "aio (direct_sync=dsync: RWF_DSYNC is honoured on tmpfs)");
+  cfg.backend = BackendKind::auto_select;
+  ASSERT_TRUE((*log)->close().has_value());
+  log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_NE((*log)->backend().find("; direct_sync=dsync: RWF_DSYNC is honoured on tmpfs)"),
+            std::string::npos)
+      << (*log)->backend();
+}
+
+TEST(BlockSize, PhysicalBlockRaisesTheProbedAlignment) {
+  EXPECT_EQ(io::choose_block_size(0, 512, 4096), 4096u);  // 512e
+  EXPECT_EQ(io::choose_block_size(0, 512, 512), 512u);
+  EXPECT_EQ(io::choose_block_size(0, 4096, 4096), 4096u);  // 4Kn
+  EXPECT_EQ(io::choose_block_size(0, 4096, 0), 4096u);     // no block device
+  EXPECT_EQ(io::choose_block_size(0, 512, 0), 512u);
+  EXPECT_EQ(io::choose_block_size(0, 512, 8192), 512u);      // above what the format supports
+  EXPECT_EQ(io::choose_block_size(0, 512, 3000), 512u);      // not a power of two: not a sector
+  EXPECT_EQ(io::choose_block_size(1024, 512, 4096), 1024u);  // configured wins
+}
+
+// tail=pad on a 512e device: a sync padded to 512 bytes ends mid physical
+// sector, and the next sync makes the drive read-modify-write the sector
+// holding acknowledged data. The build tree's disk says what it is.
+TEST(BlockSize, DirectLogsOnTheDiskUseThePhysicalBlock) {
+  TempDir dir(disk_base());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.path().c_str(), &st), 0);
+  uint32_t physical = 0;
+  for (const char* rel : {"/queue/physical_block_size", "/../queue/physical_block_size"}) {
+    std::ifstream f("/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" +
+                    std::to_string(minor(st.st_dev)) + rel);
+    if (f >> physical) break;
+  }
+  if (physical == 0) GTEST_SKIP() << dir.path() << " is not on a block device";
+  if (physical > 4096) GTEST_SKIP() << "physical block of " << physical << " is above 4096";
+  Config cfg = small_config(dir.path());
+  cfg.backend = BackendKind::uring;
+  cfg.segment_kind = SegmentKind::direct;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  EXPECT_GE((*log)->block_size(), physical) << "physical block size " << physical;
+  EXPECT_EQ((*log)->block_size() % physical, 0u);
 }
 
 }  // namespace

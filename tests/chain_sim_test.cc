@@ -152,7 +152,7 @@ Session record_session(const Config& base_cfg, const std::vector<StateFile>& bas
   cfg.mode = w.mode;
   if (w.mode == SyncMode::periodic) cfg.interval = std::chrono::milliseconds(2);
   if (w.mode == SyncMode::group) cfg.window = std::chrono::microseconds(300);
-  Recorder recorder(dir.path(), cfg.direct_sync == DirectSync::dsync, kSyncDelay);
+  Recorder recorder(dir.path(), direct_writes_durable_at_completion(cfg), kSyncDelay);
   {
     HookGuard guard(&recorder);
     auto log = Log::open(cfg);

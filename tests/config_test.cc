@@ -38,6 +38,26 @@ TEST(Config, ToStringRoundTrips) {
   EXPECT_EQ(again->to_string(), c->to_string());
 }
 
+TEST(Config, DirectSyncDefaultsToAutoAndParsesEachValue) {
+  EXPECT_EQ(Config{}.direct_sync, DirectSync::auto_select);
+  for (auto [text, value] :
+       {std::pair{"auto", DirectSync::auto_select}, std::pair{"dsync", DirectSync::dsync},
+        std::pair{"fdatasync", DirectSync::fdatasync}}) {
+    auto c = Config::parse(std::string("dir=/d,direct_sync=") + text);
+    ASSERT_TRUE(c.has_value()) << c.error().describe();
+    EXPECT_EQ(c->direct_sync, value);
+    EXPECT_NE(c->to_string().find(std::string("direct_sync=") + text), std::string::npos)
+        << c->to_string();
+    auto again = Config::parse(c->to_string());
+    ASSERT_TRUE(again.has_value()) << again.error().describe();
+    EXPECT_EQ(again->direct_sync, value);
+  }
+  auto bad = Config::parse("dir=/d,direct_sync=sometimes");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("auto | dsync | fdatasync"), std::string::npos)
+      << bad.error().message;
+}
+
 struct BadCase {
   const char* text;
   const char* message_part;

@@ -75,7 +75,7 @@ Recording record_run(const Config& base, uint64_t seed, bool release = false,
   TempDir dir;
   Config cfg = base;
   cfg.dir = dir.path();
-  Recorder recorder(dir.path(), cfg.direct_sync == DirectSync::dsync, kSyncDelay,
+  Recorder recorder(dir.path(), direct_writes_durable_at_completion(cfg), kSyncDelay,
                     rename_sync_delay);
   {
     HookGuard guard(&recorder);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "segments/segment.h"
+#include "sync/direct_sync.h"
 
 namespace synclog::test {
 
@@ -135,6 +136,12 @@ void write_segments(const std::filesystem::path& dir, const Files& files) {
     std::ofstream out(dir / seg::segment_file_name(id), std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
+}
+
+bool direct_writes_durable_at_completion(const Config& config) {
+  auto choice = sync::choose_direct_sync(config);
+  EXPECT_TRUE(choice.has_value()) << choice.error().describe();
+  return choice && choice->use == DirectSync::dsync;
 }
 
 }  // namespace synclog::test

@@ -72,6 +72,11 @@ std::string backend_under_test();
 // with its segment kind.
 Config small_config(const std::filesystem::path& dir);
 
+// Whether a log opened with `config` (its dir must exist) makes a direct
+// write durable when the write completes: direct_sync resolved for the
+// filesystem of config.dir as Log::open resolves it.
+bool direct_writes_durable_at_completion(const Config& config);
+
 // The segment files of a log directory (id -> bytes), and a fresh directory
 // holding exactly such a set: for tests that damage copies of a log.
 using Files = std::map<uint64_t, std::string>;

@@ -27,8 +27,10 @@ enum class RecoveryMode { tolerate_torn_tail, point_in_time, absolute, skip_dama
 // Direct I/O: how the last partial block of a sync is written.
 enum class TailPolicy { pad, rewrite };
 // Direct I/O: how a write becomes durable: RWF_DSYNC on each write, or
-// plain writes then fdatasync.
-enum class DirectSync { dsync, fdatasync };
+// plain writes then fdatasync; auto: dsync only on filesystems known to
+// honour RWF_DSYNC on io_uring and libaio writes, else fdatasync
+// (docs/backends.md).
+enum class DirectSync { dsync, fdatasync, auto_select };
 // After a failed sync: stop the log (every append gets the error), or abort
 // the process (for engines that would rather restart and recover).
 enum class FailurePolicy { stop, abort };
@@ -62,7 +64,7 @@ struct Config {
   uint32_t sync_threads = 4;
   uint32_t queue_depth = 8;
   TailPolicy tail = TailPolicy::pad;
-  DirectSync direct_sync = DirectSync::dsync;
+  DirectSync direct_sync = DirectSync::auto_select;
   // Latency histograms and counters (Log::stats()); off saves two clock
   // reads per append.
   bool metrics = true;

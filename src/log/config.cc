@@ -31,7 +31,8 @@ constexpr Named<RecoveryMode> kRecovery[] = {
     {"absolute", RecoveryMode::absolute},
     {"skip-damaged", RecoveryMode::skip_damaged}};
 constexpr Named<TailPolicy> kTails[] = {{"pad", TailPolicy::pad}, {"rewrite", TailPolicy::rewrite}};
-constexpr Named<DirectSync> kDirectSyncs[] = {{"dsync", DirectSync::dsync},
+constexpr Named<DirectSync> kDirectSyncs[] = {{"auto", DirectSync::auto_select},
+                                              {"dsync", DirectSync::dsync},
                                               {"fdatasync", DirectSync::fdatasync}};
 constexpr Named<FailurePolicy> kPolicies[] = {{"stop", FailurePolicy::stop},
                                               {"abort", FailurePolicy::abort}};

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "io/align.h"
 #include "io/clock.h"
+#include "io/filesystem.h"
 #include "log/log_impl.h"
+#include "sync/direct_sync.h"
 
 namespace synclog {
 
@@ -71,23 +74,59 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
   impl->lock = std::move(*lock);
 
+  if (config.segment_kind == SegmentKind::mmap) {
+    auto fs = io::probe_filesystem(config.dir);
+    if (!fs) return std::unexpected(fs.error());
+    if (!fs->copy_on_write.empty()) {
+      return make_error(Errc::unsupported,
+                        "mmap segments are refused in " + config.dir.string() + ": " +
+                            fs->copy_on_write +
+                            ", so fallocate reserves no space for overwrites and a store into "
+                            "the mapping could raise SIGBUS when the filesystem is full; use "
+                            "segment_kind=direct or segment_kind=buffered there");
+    }
+  }
   uint32_t block = 0;
+  Config effective = config;
+  std::string direct_why;
+  std::optional<io::DirectProbe> probe;
   if (config.segment_kind == SegmentKind::direct) {
-    auto probed = io::probe_direct_alignment(config.dir);
+    // The lock file is the probe: it exists for the whole session, so
+    // probing leaves nothing behind for the directory scan below.
+    auto probed = io::probe_direct_io(config.dir / seg::kLockFileName);
     if (!probed) return std::unexpected(probed.error());
-    block = config.block_size != 0 ? config.block_size : *probed;
+    if (config.block_size != 0 && probed->reported && config.block_size < probed->alignment) {
+      return make_error(Errc::unsupported,
+                        "config key 'block_size': " + std::to_string(config.block_size) +
+                            " is below the direct I/O alignment of " +
+                            std::to_string(probed->alignment) + " bytes that the filesystem of " +
+                            config.dir.string() + " reports");
+    }
+    block = io::choose_block_size(config.block_size, probed->alignment, probed->physical);
     if (block > 4096) {
       return make_error(Errc::unsupported, "direct I/O alignment of " + std::to_string(block) +
                                                " bytes in " + config.dir.string() +
                                                " is above the supported 4096");
     }
+    auto ds = sync::choose_direct_sync(config);
+    if (!ds) return std::unexpected(ds.error());
+    effective.direct_sync = ds->use;
+    direct_why = ds->why;
+    probe = std::move(*probed);
   }
   impl->block_size = block;
-  auto choice = sync::make_backend(config, block);
+  auto choice = sync::make_backend(effective, block, probe ? &probe->file : nullptr);
   if (!choice) return std::unexpected(choice.error());
+  if (probe) {
+    // The probe wrote a block into the lock file; it holds no data.
+    if (auto r = probe->file.truncate(0); !r) return std::unexpected(r.error());
+    probe.reset();
+  }
   impl->backend = std::move(choice->backend);
   impl->backend_description = impl->backend->name();
-  if (!choice->why.empty()) impl->backend_description += " (" + choice->why + ")";
+  std::string why = choice->why;
+  if (!direct_why.empty()) why += (why.empty() ? "" : "; ") + direct_why;
+  if (!why.empty()) impl->backend_description += " (" + why + ")";
 
   auto rec = seg::recover(config.dir, config.recovery);
   if (!rec) return std::unexpected(rec.error());

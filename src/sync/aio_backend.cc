@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/aio.h"
+#include "io/mapping.h"
 
 namespace synclog::sync {
 namespace {
@@ -40,8 +41,11 @@ class AioBackend final : public Backend {
       : aio_(std::move(aio)), block_(block_size), fdatasync_(use_fdatasync) {}
   const char* name() const override { return "aio"; }
   [[nodiscard]] Result<void> persist(std::span<const Range> ranges) override;
+  [[nodiscard]] Result<void> probe(const io::File& file) override;
 
  private:
+  // One write of a block at offset block_; its result (bytes or -errno).
+  [[nodiscard]] Result<int64_t> one(const io::File& file, const std::byte* data, bool dsync);
   [[nodiscard]] Result<void> plan(std::span<const Range> ranges);
   [[nodiscard]] Result<void> run();
 
@@ -165,10 +169,52 @@ Result<void> AioBackend::persist(std::span<const Range> ranges) {
   return {};
 }
 
+Result<int64_t> AioBackend::one(const io::File& file, const std::byte* data, bool dsync) {
+  const io::AioWrite w{file.fd(), &file.path(), data, block_, block_, dsync, 0};
+  // EAGAIN and EINTR are retried, a bounded number of times.
+  for (int attempt = 0;; ++attempt) {
+    int64_t res = 0;
+    auto n = aio_.submit(std::span(&w, 1));
+    if (!n) {
+      res = -n.error().sys_errno;
+    } else if (*n == 1) {
+      auto done = aio_.reap(1);
+      if (!done) return std::unexpected(done.error());
+      res = (*done)[0].res;
+    } else {
+      res = -EAGAIN;
+    }
+    if ((res != -EAGAIN && res != -EINTR) || attempt == kMaxStalls) return res;
+  }
+}
+
+Result<void> AioBackend::probe(const io::File& file) {
+  auto zeros = io::Mapping::map_anonymous(std::max<uint64_t>(block_, io::page_size()));
+  if (!zeros) return std::unexpected(zeros.error());
+  const std::string write =
+      "a direct write of " + std::to_string(block_) + " bytes at offset " + std::to_string(block_);
+  auto plain = one(file, zeros->bytes().data(), false);
+  if (!plain) return std::unexpected(plain.error());
+  if (*plain < 0) {
+    return probe_error("aio", write, file, static_cast<int>(-*plain),
+                       "the direct I/O alignment in use, " + std::to_string(block_) +
+                           " bytes, is below what this filesystem and device need");
+  }
+  if (fdatasync_) return file.datasync();
+  auto durable = one(file, zeros->bytes().data(), true);
+  if (!durable) return std::unexpected(durable.error());
+  if (*durable < 0) {
+    return probe_error("aio", write + " with RWF_DSYNC", file, static_cast<int>(-*durable),
+                       "this kernel refuses RWF_DSYNC in aio_rw_flags: use direct_sync=fdatasync");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_aio_backend(const Config& config, uint32_t block_size) {
-  return make_aio_backend(config, block_size, config.direct_sync == DirectSync::fdatasync);
+  // Anything but an explicit dsync (auto not yet resolved) takes the safe way.
+  return make_aio_backend(config, block_size, config.direct_sync != DirectSync::dsync);
 }
 
 Result<std::unique_ptr<Backend>> make_aio_backend(const Config& config, uint32_t block_size,

@@ -32,7 +32,22 @@ class Backend {
   // The segment is complete and synced: drop anything held for it (fixed
   // file and buffer slots) before its image goes away.
   virtual void retire(seg::Segment& segment) { (void)segment; }
+  // Direct backends: writes one block of zeros at offset block_size of
+  // `file` (opened O_DIRECT in the log directory) and makes it durable the
+  // way persist() does, so what this kernel or filesystem refuses (the
+  // alignment, RWF_DSYNC) is Errc::unsupported at open, not a fail-stop at
+  // the first sync. The caller truncates the file afterwards.
+  [[nodiscard]] virtual Result<void> probe(const io::File& file) {
+    (void)file;
+    return {};
+  }
 };
+
+// The error of a failed probe() step: EINVAL and EOPNOTSUPP are refusals
+// (Errc::unsupported, with `refused` saying what it means), anything else
+// the I/O error it is.
+std::unexpected<Error> probe_error(const char* backend, const std::string& what,
+                                   const io::File& file, int err, const std::string& refused);
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
@@ -42,7 +57,9 @@ struct BackendChoice {
 
 // Builds the backend named in the config (auto: the best one that works for
 // the segment kind). `block_size` is the direct I/O alignment. A backend
-// this machine cannot run is Errc::unsupported with the reason.
-[[nodiscard]] Result<BackendChoice> make_backend(const Config& config, uint32_t block_size);
+// this machine cannot run is Errc::unsupported with the reason. With
+// `probe` (direct segments), each candidate must also pass probe() on it.
+[[nodiscard]] Result<BackendChoice> make_backend(const Config& config, uint32_t block_size,
+                                                 const io::File* probe = nullptr);
 
 }  // namespace synclog::sync

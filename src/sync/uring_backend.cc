@@ -7,6 +7,8 @@
 #include <cstring>
 #include <optional>
 
+#include "io/mapping.h"
+
 namespace synclog::sync {
 namespace {
 
@@ -28,6 +30,51 @@ Result<std::unique_ptr<Backend>> make_uring_backend(const Config& config, uint32
   if (!ring) return std::unexpected(ring.error());
   return std::make_unique<UringBackend>(std::move(*ring), block_size, config.queue_depth,
                                         config.direct_sync == DirectSync::dsync);
+}
+
+Result<int> UringBackend::one(const std::byte* data, int rw_flags) {
+  // EAGAIN and EINTR are retried, a bounded number of times.
+  for (int attempt = 0;; ++attempt) {
+    const bool queued = data != nullptr
+                            ? ring_.queue_write(0, -1, data, block_, block_, rw_flags, 0)
+                            : ring_.queue_datasync(0, 0);
+    if (!queued) return make_error(Errc::io_error, "io_uring queue full");
+    int result = 0;
+    auto reaped =
+        ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) { result = c.result; });
+    if (!reaped) return std::unexpected(reaped.error());
+    if ((result != -EAGAIN && result != -EINTR) || attempt == 100) return result;
+  }
+}
+
+Result<void> UringBackend::probe(const io::File& file) {
+  auto zeros = io::Mapping::map_anonymous(std::max<uint64_t>(block_, io::page_size()));
+  if (!zeros) return std::unexpected(zeros.error());
+  if (auto r = ring_.set_file(0, file.fd(), file.path()); !r) return r;
+  const std::string write =
+      "a direct write of " + std::to_string(block_) + " bytes at offset " + std::to_string(block_);
+  auto check = [&]() -> Result<void> {
+    auto plain = one(zeros->bytes().data(), 0);
+    if (!plain) return std::unexpected(plain.error());
+    if (*plain < 0) {
+      return probe_error("uring", write, file, -*plain,
+                         "the direct I/O alignment in use, " + std::to_string(block_) +
+                             " bytes, is below what this filesystem and device need");
+    }
+    auto durable = dsync_ ? one(zeros->bytes().data(), RWF_DSYNC) : one(nullptr, 0);
+    if (!durable) return std::unexpected(durable.error());
+    if (*durable < 0) {
+      return dsync_ ? probe_error("uring", write + " with RWF_DSYNC", file, -*durable,
+                                  "this kernel refuses RWF_DSYNC on io_uring writes: use "
+                                  "direct_sync=fdatasync")
+                    : probe_error("uring", "IORING_OP_FSYNC (datasync)", file, -*durable,
+                                  "this kernel refuses io_uring fdatasync");
+    }
+    return {};
+  };
+  auto r = check();
+  (void)ring_.set_file(0, -1);
+  return r;
 }
 
 Result<unsigned> UringBackend::slot_for(seg::Segment* segment, const std::vector<unsigned>& busy) {

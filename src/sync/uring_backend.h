@@ -23,6 +23,7 @@ class UringBackend final : public Backend {
   const char* name() const override { return "uring"; }
   [[nodiscard]] Result<void> persist(std::span<const Range> ranges) override;
   void retire(seg::Segment& segment) override;
+  [[nodiscard]] Result<void> probe(const io::File& file) override;
 
  private:
   static constexpr unsigned kSlots = 4;
@@ -51,6 +52,9 @@ class UringBackend final : public Backend {
   [[nodiscard]] Result<void> datasync(const std::vector<unsigned>& slots);
   // `error`, once nothing is in flight any more.
   std::unexpected<Error> drained(Error error);
+  // One write (or, with data == nullptr, one datasync) on slot 0; the
+  // completion's result.
+  [[nodiscard]] Result<int> one(const std::byte* data, int rw_flags);
 
   io::Uring ring_;
   const uint32_t block_;
