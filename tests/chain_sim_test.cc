@@ -53,12 +53,6 @@ long long env_long(const char* name, long long fallback) {
 // cannot see, so two workers' rings at a reused address look like a race.
 int jobs() { return static_cast<int>(env_long("SYNCLOG_CHAIN_JOBS", kThreadSanitized ? 1 : 2)); }
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 struct Workload {
   SyncMode mode = SyncMode::batch;
   bool release = false;

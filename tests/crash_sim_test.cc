@@ -58,12 +58,6 @@ int jobs() {
       env_long("SYNCLOG_CRASH_JOBS", kThreadSanitized ? 1 : std::clamp(hw, 2, 4)));
 }
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 // The recorded run: kThreads threads append records of 16..2000 bytes in
 // batch mode; every acknowledgement is recorded with its position.
 // With `release`, another thread keeps releasing all but the last two

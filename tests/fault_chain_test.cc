@@ -25,12 +25,6 @@
 namespace synclog::test {
 namespace {
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 // Fails the n-th operation (counting from 1) on the directory or a file in
 // it with `err`; counts them all.
 class FailNth : public io::Hook {

@@ -39,12 +39,6 @@ class FailNthSync : public io::Hook {
   std::atomic<int> after_failure_{0};
 };
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 TEST(Fault, FailedSyncStopsTheLogForEveryWriter) {
   TempDir dir;
   Config cfg = small_config(dir.path());

@@ -17,12 +17,6 @@
 namespace synclog::test {
 namespace {
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 bool is_segment(const io::Event& e) { return e.path.extension() == ".seg"; }
 
 // A config for `backend` in `dir`, or nothing if this machine cannot run it.

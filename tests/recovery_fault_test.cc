@@ -46,12 +46,6 @@ class FailNthAccess : public io::Hook {
   std::string failed_path_;
 };
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 // Where the valid records of a segment image stop (an empty or bad slot),
 // or 0 when the segment ends with an end record.
 uint32_t end_of_records(const std::string& file, uint64_t id) {

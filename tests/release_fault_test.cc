@@ -16,12 +16,6 @@
 namespace synclog::test {
 namespace {
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 // Fails the first `times` operations `op` that the constructing thread makes
 // on files whose name starts with `name_prefix` with `err` (the manager's
 // own thread, creating spares, is left alone).

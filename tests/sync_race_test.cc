@@ -85,12 +85,6 @@ class FailOnceThenLie : public io::Hook {
   uint64_t durable_at_failure_ = 0;  // written before failed_ is released
 };
 
-class HookGuard {
- public:
-  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
-  ~HookGuard() { io::install_hook(nullptr); }
-};
-
 struct RoundResult {
   int false_acks = 0;        // acknowledged at or past durable() at the failure
   int syncs_after_fail = 0;  // data syncs issued after the injected failure

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hook.h"
 #include "synclog/log.h"
 
 namespace synclog::test {
@@ -33,6 +34,15 @@ inline constexpr bool kSanitized = kThreadSanitized;
 #endif
 #undef SYNCLOG_HAS_FEATURE
 constexpr int scaled(int n) { return kSanitized ? (n / 5 > 0 ? n / 5 : 1) : n; }
+
+// Installs an I/O hook (fault injection, crash recording) for a scope.
+class HookGuard {
+ public:
+  explicit HookGuard(io::Hook* h) { io::install_hook(h); }
+  ~HookGuard() { io::install_hook(nullptr); }
+  HookGuard(const HookGuard&) = delete;
+  HookGuard& operator=(const HookGuard&) = delete;
+};
 
 // A fresh empty directory, removed when the object goes away. `base` picks
 // the medium: /dev/shm for speed, the build tree for a real disk.
