@@ -252,7 +252,7 @@ int Recorder::before(const io::Event& e) {
   uint64_t delay_us = 0;
   {
     std::lock_guard lock(mu_);
-    open_[Key{e.op, name, e.offset, e.data}].push_back(next_++);
+    open_[Key{e.op, name, e.offset, e.data, std::this_thread::get_id()}].push_back(next_++);
     const bool syncs = e.op == io::Op::msync || e.op == io::Op::datasync || e.op == io::Op::fsync ||
                        e.op == io::Op::direct_write || e.op == io::Op::dir_sync;
     if (syncs && sync_delay_.count() > 0) {
@@ -285,7 +285,7 @@ void Recorder::after(const io::Event& e) {
   std::lock_guard lock(mu_);
   r.end = next_++;
   r.begin = r.end;
-  auto it = open_.find(Key{e.op, r.name, e.offset, e.data});
+  auto it = open_.find(Key{e.op, r.name, e.offset, e.data, std::this_thread::get_id()});
   if (it != open_.end()) {
     r.begin = it->second.front();
     it->second.erase(it->second.begin());

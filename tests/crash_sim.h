@@ -42,6 +42,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -114,7 +115,10 @@ class Recorder : public io::Hook {
   Recording take();
 
  private:
-  using Key = std::tuple<io::Op, std::string, uint64_t, const std::byte*>;
+  // The thread is part of the key: two threads' concurrent fsyncs of the
+  // directory look alike otherwise, and pairing one's end with the other's
+  // start would misdate which renames a sync covered.
+  using Key = std::tuple<io::Op, std::string, uint64_t, const std::byte*, std::thread::id>;
   bool name_in_dir(const std::filesystem::path& p, std::string* name) const;
 
   const std::string dir_;

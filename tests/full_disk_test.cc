@@ -195,6 +195,31 @@ TEST_P(FullDisk, EnospcIsAClearErrorAndAppendsResumeAfterRelease) {
   EXPECT_TRUE(report.damage.empty()) << report.damage.front().reason;
 }
 
+// Writers that queue behind the one waiting for a segment are told the
+// cause too (G5), not only that another append is waiting.
+TEST_P(FullDisk, EveryWriterOnAFullDiskIsToldTheCause) {
+  SmallDisk disk("3m");
+  MOUNT_OR_SKIP(disk);
+  const Config cfg = config(disk.path());
+  auto opened = Log::open(cfg);
+  ASSERT_TRUE(opened.has_value()) << opened.error().describe();
+  std::mutex mu;
+  std::vector<Error> errors;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 1; t <= 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<Acked> acked;
+      const Error e = fill(**opened, t, &acked);
+      std::lock_guard lock(mu);
+      errors.push_back(e);
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(errors.size(), 4u);
+  for (const Error& e : errors) expect_no_space(e);
+  ASSERT_TRUE((*opened)->close().has_value());
+}
+
 // A log closed on a full disk cannot open (it needs a new segment): the
 // error must say why, touch nothing, and opening must work once the disk
 // has room.

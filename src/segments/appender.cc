@@ -113,7 +113,10 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   {
     std::unique_lock lock(mu_);
     if (!switch_done_.wait_until(lock, deadline, [&] { return !switching_ || moved_on(); })) {
-      return make_error(Errc::no_space, "no segment available: another append is waiting for one");
+      const std::string why = manager_.spare_problem();
+      return make_error(Errc::no_space,
+                        "no segment available: another append is waiting for one (" +
+                            (why.empty() ? "the next spare is still being made" : why) + ")");
     }
     if (moved_on()) return {};
     if (sealed_) return make_error(Errc::closed, "the log is closed");

@@ -291,6 +291,11 @@ uint64_t SegmentManager::total_size() const {
   return total_size_;
 }
 
+std::string SegmentManager::spare_problem() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
 ManagerStats SegmentManager::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

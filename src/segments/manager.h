@@ -84,6 +84,9 @@ class SegmentManager {
   std::vector<uint64_t> segment_ids() const;
   uint64_t total_size() const;
   ManagerStats stats() const;
+  // Why no spare is ready, if the manager knows (the size limit, or the last
+  // creation error); empty while one is simply being made.
+  std::string spare_problem() const;
 
  private:
   struct Entry {
@@ -115,7 +118,7 @@ class SegmentManager {
   std::string last_error_;
   std::optional<Error> release_failure_;  // a failed directory fsync in release()
   uint32_t pending_recycles_ = 0;         // renames in flight in release()
-  bool ids_exhausted_ = false;  // next_id_ is past kMaxSegmentId: permanent
+  bool ids_exhausted_ = false;            // next_id_ is past kMaxSegmentId: permanent
   ManagerStats stats_;
   bool stopping_ = false;
   std::thread thread_;
