@@ -48,7 +48,7 @@ int states_per_test() {
   return static_cast<int>(env_long("SYNCLOG_CRASH_STATES", kSanitized ? 200 : 2000));
 }
 double seconds_per_test() {
-  return static_cast<double>(env_long("SYNCLOG_CRASH_SECONDS", kSanitized ? 40 : 10));
+  return static_cast<double>(env_long("SYNCLOG_CRASH_SECONDS", kSanitized ? 15 : 10));
 }
 // Under TSan one worker: liburing maps its rings with raw syscalls TSan
 // cannot see, so two workers' rings at a reused address look like a race.
