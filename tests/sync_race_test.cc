@@ -7,45 +7,21 @@
 //
 // The window on the failing leader between giving up the lead and marking
 // the log failed is a few instructions, too narrow to hit by chance. The
-// test widens it without touching the library: after the injected failure,
-// every allocation on the failing thread sleeps (this binary replaces the
-// global operator new), and helper appenders arrive spread over the time
-// the failing leader takes to unwind. Any allocation between releasing the
-// lead and marking the log failed then leaves the lead open for long
-// enough that a helper takes it.
+// test widens it without touching the library (slow_alloc.h): after the
+// injected failure every allocation on the failing thread sleeps, and helper
+// appenders arrive spread over the time the failing leader takes to unwind.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
-#include <new>
 #include <random>
 #include <thread>
 
 #include "io/hook.h"
+#include "slow_alloc.h"
 #include "test_util.h"
-
-namespace {
-// Allocations still to slow down on this thread (set by the failing sync).
-thread_local int t_slow_allocs = 0;
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (t_slow_allocs > 0) {
-    --t_slow_allocs;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  void* p = std::malloc(n != 0 ? n : 1);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-// GCC cannot see that these pair with the operator new above.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace synclog::test {
 namespace {
@@ -65,7 +41,7 @@ class FailOnceThenLie : public io::Hook {
     const int k = ++count_;
     if (k == n_) {
       durable_at_failure_ = log_->durable().raw();
-      t_slow_allocs = 40;
+      slow_allocations(40);
       failed_.store(true, std::memory_order_release);
       return EIO;
     }

@@ -5,11 +5,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "io/hook.h"
 #include "synclog/log.h"
+
+namespace synclog {
+// gtest prints positions in failed assertions as "segment:offset".
+inline void PrintTo(const Position& p, std::ostream* os) { *os << p.to_string(); }
+}  // namespace synclog
 
 namespace synclog::test {
 

@@ -22,11 +22,6 @@
 #include "segments/segment.h"
 #include "test_util.h"
 
-namespace synclog {
-// Readable positions in assertion messages.
-inline void PrintTo(const Position& p, std::ostream* os) { *os << p.to_string(); }
-}  // namespace synclog
-
 namespace synclog::test {
 namespace {
 
