@@ -18,6 +18,11 @@
 // not appended. Every session's open is checked, and the last session's
 // crash is sampled at many moments.
 //
+// At a session boundary that allows it, another log's file of the same id
+// replaces the lowest segment (an operator's copy; path 7 in
+// docs/durability.md). Its records count as released, and every later open
+// runs recovery=skip-damaged, which may report that file and nothing else.
+//
 // Sizing: SYNCLOG_CHAIN_HISTORIES, SYNCLOG_CHAIN_SESSIONS and
 // SYNCLOG_CHAIN_STATES (final crash states per history) override the
 // defaults; SYNCLOG_CHAIN_SEED the base seed. `./dev chains` runs the long
@@ -31,10 +36,13 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <span>
 #include <thread>
 
 #include "crash_sim.h"
 #include "io/hook.h"
+#include "segments/segment.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -174,8 +182,9 @@ struct Totals {
   uint64_t states = 0;  // crash states opened and checked (each session's open included)
   uint64_t process_crashes = 0;
   uint64_t power_losses = 0;
-  uint64_t acked = 0;    // acknowledgements recorded
-  uint64_t checked = 0;  // required records checked present, summed over states
+  uint64_t acked = 0;          // acknowledgements recorded
+  uint64_t checked = 0;        // required records checked present, summed over states
+  uint64_t foreign_swaps = 0;  // session boundaries where another log's file was put in
   uint64_t failures = 0;
 };
 
@@ -225,9 +234,87 @@ std::string save_recording(const Recording& rec, const std::string& tag) {
   return rec.save(path) ? path : "(could not save " + path + ")";
 }
 
+Config chain_config() {
+  Config cfg = small_config("/");
+  cfg.segment_size = 64 << 10;  // several segments per session: switches, releases
+  return cfg;
+}
+
+// Another log, written once per process: its files carry their own log id
+// but the chain's format, segment size and kind, so its file N is what an
+// operator copying "segment N" in from the wrong directory would bring.
+const Files& foreign_log() {
+  static const Files files = [] {
+    TempDir dir;
+    Config cfg = chain_config();
+    cfg.dir = dir.path();
+    cfg.mode = SyncMode::periodic;
+    auto log = Log::open(cfg);
+    EXPECT_TRUE(log.has_value()) << log.error().describe();
+    if (!log) return Files{};
+    // No session of a history gets near 40 segments.
+    for (uint64_t i = 0;; ++i) {
+      auto pos = (*log)->append(make_record(0xF0F0, i, 16 + i * 7 % 1500));
+      EXPECT_TRUE(pos.has_value()) << pos.error().describe();
+      if (!pos || pos->segment() >= 40) break;
+    }
+    auto closed = (*log)->close();
+    EXPECT_TRUE(closed.has_value()) << closed.error().describe();
+    return load_segments(dir.path());
+  }();
+  return files;
+}
+
+// The segments holding the run of records an open of a state of moment k
+// must replay (the Checker's G1): from the first record past the released
+// segments to the last one acknowledged before k. Recovery keeps them all.
+std::set<uint64_t> held_segments(const Oracle& o, uint64_t k) {
+  const Checker chk(o.order, o.releases);
+  const uint64_t floor = chk.floor_segment(k);
+  Position last;  // before every record: none required
+  for (const Ack& a : chk.order()) {
+    if (a.seq < k && a.position.segment() >= floor) last = a.position;
+  }
+  std::set<uint64_t> held;
+  for (const Ack& a : chk.order()) {
+    if (a.position.segment() >= floor && a.position <= last) held.insert(a.position.segment());
+  }
+  return held;
+}
+
+// The file of a crash state another log's file may replace: the lowest-id
+// segment, if it is a durable entry, the foreign log has that id, and two
+// other segments are `held`, so the genuine log id keeps a majority of the
+// headers whatever a later crash leaves (a tie is refused by design).
+// Counting the files there is not enough: the next open discards those
+// past the log's end, and a crash before it creates a new one leaves a tie.
+// Its id, or 0 where none may.
+uint64_t swappable(const std::vector<StateFile>& state, const std::set<uint64_t>& held) {
+  const StateFile* lowest = nullptr;
+  uint64_t id = 0;
+  for (const StateFile& f : state) {
+    uint64_t n = 0;
+    if (!seg::parse_segment_file_name(f.visible_name, &n)) continue;
+    if (lowest == nullptr || n < id) {
+      lowest = &f;
+      id = n;
+    }
+  }
+  if (lowest == nullptr || lowest->durable_name != lowest->visible_name ||
+      held.size() - held.count(id) < 2 || foreign_log().count(id) == 0) {
+    return 0;
+  }
+  return id;
+}
+
 // One history; false if some state failed (reported with ADD_FAILURE).
-bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_states, Totals* totals) {
+bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_states,
+                 Totals* totals) {
   std::mt19937_64 rng(seed);
+  // The default recovery mode refuses another log's file (bad_directory):
+  // once one is in, every open skips it.
+  Config cfg = base_cfg;
+  uint64_t foreign = 0;  // the segment replaced by another log's, if any
   std::vector<StateFile> base;
   Oracle oracle;
   std::optional<Oracle> prev;
@@ -250,7 +337,8 @@ bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_state
     Verdict v;
     v.end = sess.replayed.size();
     if (prev) {
-      const Checker chk(prev->order, prev->releases);
+      Checker chk(prev->order, prev->releases);
+      if (foreign != 0) chk.allow_foreign_segment(foreign);
       v = chk.verify(sess.replayed, prev_k, sess.report);
       ++totals->states;
       totals->checked += v.required;
@@ -263,7 +351,8 @@ bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_state
     oracle = next_oracle(prev ? &*prev : nullptr, prev_k, &v, sess);
     totals->acked += sess.rec.acks.size();
     const Simulator sim(sess.rec);
-    const Checker chk(oracle.order, oracle.releases);
+    Checker chk(oracle.order, oracle.releases);
+    if (foreign != 0) chk.allow_foreign_segment(foreign);
     auto pick = [&](uint64_t* k, Crash* crash, Model* model) {
       *k = sess.shift + rng() % (sim.moments() - sess.shift);
       *crash = rng() % 2 == 0 ? Crash::power : Crash::process;
@@ -277,13 +366,37 @@ bool run_history(const Config& cfg, uint64_t seed, int sessions, int final_state
       pick(&k, &crash, &model);
       const uint64_t img_seed = rng();
       CrashImage img = sim.image(k, model, img_seed, crash);
+      // Every boundary that allows it gets another log's file, with no
+      // draw: `rng`'s sequence, so the history's other choices, stay as they
+      // were. With 3 sessions that is a third to two thirds of the
+      // histories (no first session spans three segments). One per
+      // history: two would need more genuine files to keep the majority.
+      uint64_t swap = foreign == 0 ? swappable(img.state, held_segments(oracle, k)) : 0;
       trail += " ended by a " + std::string(to_string(crash)) + " (" + to_string(model) +
                ") at k=" + std::to_string(k) + " of " + std::to_string(sim.moments()) +
                " (session from " + std::to_string(sess.shift) + "), image seed " +
                std::to_string(img_seed) + ";";
-      base = std::move(img.state);
       prev = oracle;
       prev_k = k;
+      if (swap != 0) {
+        foreign = swap;
+        const auto bytes = std::as_bytes(std::span(foreign_log().at(foreign)));
+        for (StateFile& f : img.state) {
+          if (f.visible_name != seg::segment_file_name(foreign)) continue;
+          f.durable.assign(bytes.begin(), bytes.end());  // an operator copied a synced file in
+          f.visible = f.durable;
+        }
+        // The copy took the genuine segment's records for good: released
+        // (replay may start past it), and gone from the order (none can
+        // replay, even when an older released file comes back).
+        prev->releases.emplace_back(0, Position(foreign + 1, 0));
+        std::erase_if(prev->order, [&](const Ack& a) { return a.position.segment() == foreign; });
+        cfg.recovery = RecoveryMode::skip_damaged;
+        ++totals->foreign_swaps;
+        trail += " segment " + std::to_string(foreign) +
+                 " replaced by another log's, recovery=skip-damaged from here;";
+      }
+      base = std::move(img.state);
       continue;
     }
     // The last session: many crash moments, each opened and checked (the
@@ -416,12 +529,6 @@ TEST(ChainSim, Path1_ProcessCrashRestartThenPowerLoss) {
   }
 }
 
-Config chain_config() {
-  Config cfg = small_config("/");
-  cfg.segment_size = 64 << 10;  // several segments per session: switches, releases
-  return cfg;
-}
-
 TEST(ChainSim, CrashRestartChains) {
   const int histories = static_cast<int>(env_long("SYNCLOG_CHAIN_HISTORIES", kSanitized ? 3 : 12));
   const int sessions = static_cast<int>(env_long("SYNCLOG_CHAIN_SESSIONS", 3));
@@ -432,7 +539,11 @@ TEST(ChainSim, CrashRestartChains) {
   const auto start = std::chrono::steady_clock::now();
   // SYNCLOG_CHAIN_HISTORY=<seed> runs that one history (a failure names it).
   const char* one = std::getenv("SYNCLOG_CHAIN_HISTORY");
-  for (int h = 0; h < histories && t.failures == 0; ++h) {
+  // Every run covers path 7 (another log's segment): while no history has
+  // had one, up to 40 more run, ordinary histories of the same base seed.
+  const int extra = sessions >= 3 ? 40 : 0;
+  for (int h = 0;
+       t.failures == 0 && (h < histories || (t.foreign_swaps == 0 && h < histories + extra)); ++h) {
     const uint64_t seed = one && *one ? std::strtoull(one, nullptr, 0)
                                       : mix_seed(base_seed, static_cast<uint64_t>(h));
     run_history(chain_config(), seed, sessions, states, &t);
@@ -444,9 +555,12 @@ TEST(ChainSim, CrashRestartChains) {
             << t.histories << " histories of " << sessions << " sessions, " << t.states
             << " crash states (" << t.power_losses << " power losses, " << t.process_crashes
             << " process crashes), " << t.acked << " acknowledged records recorded, " << t.checked
-            << " required records checked; " << t.failures << " failed, in " << secs << " s"
-            << std::endl;
+            << " required records checked, " << t.foreign_swaps << " foreign segments swapped in; "
+            << t.failures << " failed, in " << secs << " s" << std::endl;
   EXPECT_EQ(t.failures, 0u);
+  if (extra > 0 && !(one && *one)) {
+    EXPECT_GT(t.foreign_swaps, 0u) << "no history allowed another log's segment: path 7 untested";
+  }
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -236,10 +237,14 @@ class Checker {
   const std::vector<Ack>& order() const { return order_; }
   // The first segment that may not be gone at moment k.
   uint64_t floor_segment(uint64_t k) const;
+  // Another log's file was put in place of `segment` on purpose: recovery
+  // (in skip-damaged mode) may report it as another log's, and only that.
+  void allow_foreign_segment(uint64_t segment) { foreign_.insert(segment); }
 
  private:
   std::vector<Ack> order_;  // by position: the log order
   std::vector<std::pair<uint64_t, Position>> releases_;
+  std::set<uint64_t> foreign_;
   std::string order_error_;
 };
 
