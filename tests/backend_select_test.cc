@@ -70,7 +70,11 @@ TEST(BackendSelect, UringRefusedIsAClearErrorAndAutoFallsBack) {
     Config cfg = small_config(dir.path());
     cfg.backend = BackendKind::uring;
     cfg.segment_kind = SegmentKind::direct;
+    // fd 0 is the embedding process's: a failed ring setup must not close it.
+    const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    bad += check(devnull >= 0 && ::dup2(devnull, 0) == 0, "stdin onto /dev/null");
     auto log = Log::open(cfg);
+    bad += check(::fcntl(0, F_GETFD) != -1, "a refused io_uring open closed fd 0");
     bad += check(!log && log.error().code == Errc::unsupported, "uring refused");
     if (!log) {
       bad += check(log.error().message.find("io_uring is not available") != std::string::npos,

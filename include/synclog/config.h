@@ -73,6 +73,13 @@ struct Config {
   // STATX_DIOALIGN, then the device's logical block size).
   uint32_t block_size = 0;
 
+  // Create `dir` (not its parents) if it is missing, owner-only like the
+  // files, and make its entry durable before anything is written in it.
+  bool create_dir = false;
+  // Files 0640 and a created directory 0750 (group may read, as for a
+  // backup tool), instead of 0600 and 0700.
+  bool group_read = false;
+
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.
   [[nodiscard]] static Result<Config> parse(std::string_view text);
@@ -90,6 +97,9 @@ struct Config {
   uint64_t max_record_size() const;
   // "key=value,..." with every key, round-trips through parse().
   std::string to_string() const;
+  // Permissions of the files and of a directory the log creates.
+  uint32_t file_perms() const { return group_read ? 0640 : 0600; }
+  uint32_t dir_perms() const { return group_read ? 0750 : 0700; }
 };
 
 const char* to_string(BackendKind v);

@@ -41,10 +41,11 @@ void File::close() {
   }
 }
 
-Result<File> File::open(const std::filesystem::path& path, Mode mode) {
-  int flags = O_CLOEXEC;
+Result<File> File::open(const std::filesystem::path& path, Mode mode, uint32_t perms) {
+  int flags = O_CLOEXEC | (mode == Mode::read_following_links ? 0 : O_NOFOLLOW);
   switch (mode) {
     case Mode::read:
+    case Mode::read_following_links:
       flags |= O_RDONLY;
       break;
     case Mode::read_write:
@@ -63,8 +64,18 @@ Result<File> File::open(const std::filesystem::path& path, Mode mode) {
   Event event{Op::open, path};
   event.open_flags = flags;
   if (int err = access_fault(event); err != 0) return sys_error("open", path, err);
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0) return sys_error("open", path, errno);
+  int fd = ::open(path.c_str(), flags, static_cast<mode_t>(perms));
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP && (flags & O_NOFOLLOW) != 0) {
+      return make_error(Errc::bad_directory,
+                        "open " + path.string() +
+                            ": is a symbolic link; log files must be regular files in the log "
+                            "directory",
+                        err);
+    }
+    return sys_error("open", path, err);
+  }
   File f;
   f.fd_ = fd;
   f.path_ = path;
@@ -225,6 +236,24 @@ Result<void> check_writable_dir(const std::filesystem::path& dir) {
                       err);
   }
   return {};
+}
+
+Result<bool> create_dir(const std::filesystem::path& dir, uint32_t perms) {
+  if (::mkdir(dir.c_str(), static_cast<mode_t>(perms)) != 0) {
+    if (errno == EEXIST) return false;
+    return sys_error("mkdir", dir, errno);
+  }
+  const std::filesystem::path parent = dir.parent_path().empty() ? "." : dir.parent_path();
+  if (auto r = sync_dir(parent); !r) return std::unexpected(r.error());
+  return true;
+}
+
+int process_id() { return static_cast<int>(::getpid()); }
+
+Result<bool> is_real_dir(const std::filesystem::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return sys_error("lstat", path, errno);
+  return S_ISDIR(st.st_mode);
 }
 
 }  // namespace synclog::io

@@ -15,7 +15,10 @@ namespace synclog::io {
 
 class File {
  public:
-  enum class Mode { read, read_write, create_new, create_or_open, direct };
+  // Every mode but read_following_links refuses a symbolic link as the last
+  // path component (O_NOFOLLOW): a log file swapped for a link could make
+  // the log read or write some other file with the engine's privileges.
+  enum class Mode { read, read_write, create_new, create_or_open, direct, read_following_links };
 
   File() = default;
   File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
@@ -23,7 +26,10 @@ class File {
   ~File();
 
   // create_new fails if the file exists; direct adds O_DIRECT to read_write.
-  [[nodiscard]] static Result<File> open(const std::filesystem::path& path, Mode mode);
+  // A file created here gets `perms` (before the umask): owner-only by
+  // default, since a log holds the engine's data.
+  [[nodiscard]] static Result<File> open(const std::filesystem::path& path, Mode mode,
+                                         uint32_t perms = 0600);
 
   int fd() const { return fd_; }
   const std::filesystem::path& path() const { return path_; }
@@ -56,6 +62,14 @@ class File {
 [[nodiscard]] Result<void> remove_file(const std::filesystem::path& path);
 // Fails unless `dir` is an existing directory this process can write into.
 [[nodiscard]] Result<void> check_writable_dir(const std::filesystem::path& dir);
+// Creates `dir` (its parent must exist) with `perms`, and makes its entry
+// durable by syncing the parent. False if it existed already.
+[[nodiscard]] Result<bool> create_dir(const std::filesystem::path& dir, uint32_t perms);
+// True if `path` is a directory itself (a symbolic link to one is not).
+[[nodiscard]] Result<bool> is_real_dir(const std::filesystem::path& path);
+
+// This process's id (for the LOCK file).
+int process_id();
 
 // Builds the Error for a failed syscall: "<what> <path>: <strerror>".
 std::unexpected<Error> sys_error(const std::string& what, const std::filesystem::path& path,

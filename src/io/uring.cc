@@ -15,8 +15,14 @@
 namespace synclog::io {
 
 struct Uring::Ring {
-  io_uring ring;
-  ~Ring() { io_uring_queue_exit(&ring); }
+  io_uring ring{};
+  // Only a ring io_uring_queue_init set up may be torn down: on a zeroed
+  // one, io_uring_queue_exit would close fd 0, which belongs to the
+  // embedding process (its stdin, or whatever file it opened there).
+  bool live = false;
+  ~Ring() {
+    if (live) io_uring_queue_exit(&ring);
+  }
 };
 
 namespace {
@@ -33,6 +39,7 @@ Uring::~Uring() = default;
 Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buffer_slots) {
   auto ring = std::make_unique<Ring>();
   int rc = io_uring_queue_init(entries, &ring->ring, 0);
+  ring->live = rc == 0;
   if (rc < 0) {
     return make_error(Errc::unsupported,
                       std::string("io_uring is not available here (io_uring_setup: ") +

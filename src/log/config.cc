@@ -173,13 +173,15 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "recycle") return assign(parse_bool(key, value), &recycle);
   if (key == "prezero") return assign(parse_bool(key, value), &prezero);
   if (key == "metrics") return assign(parse_bool(key, value), &metrics);
+  if (key == "create_dir") return assign(parse_bool(key, value), &create_dir);
+  if (key == "group_read") return assign(parse_bool(key, value), &group_read);
   return make_error(
       Errc::invalid_config,
       "unknown config key '" + std::string(key) +
           "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
           "segment_size, spare_segments, recycle, prezero, max_total_size, "
           "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
-          "block_size, metrics, on_sync_failure)");
+          "block_size, metrics, on_sync_failure, create_dir, group_read)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -295,6 +297,8 @@ std::string Config::to_string() const {
   add("block_size", std::to_string(block_size));
   add("metrics", metrics ? "true" : "false");
   add("on_sync_failure", synclog::to_string(on_sync_failure));
+  add("create_dir", create_dir ? "true" : "false");
+  add("group_read", group_read ? "true" : "false");
   return s;
 }
 

@@ -51,7 +51,8 @@ Result<Config> Config::parse_toml(std::string_view text, const std::string& orig
 }
 
 Result<Config> Config::load_file(const std::filesystem::path& path) {
-  auto file = io::File::open(path, io::File::Mode::read);
+  // Config files are often links (alternatives, mounted config maps).
+  auto file = io::File::open(path, io::File::Mode::read_following_links);
   if (!file) {
     return make_error(Errc::invalid_config, "config file: " + file.error().message,
                       file.error().sys_errno);

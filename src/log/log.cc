@@ -1,6 +1,7 @@
 #include "synclog/log.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <optional>
 #include <random>
@@ -8,6 +9,7 @@
 #include "io/align.h"
 #include "io/clock.h"
 #include "io/filesystem.h"
+#include "log/dir_lock.h"
 #include "log/log_impl.h"
 #include "sync/direct_sync.h"
 
@@ -61,17 +63,24 @@ Result<void> record_losses(seg::Appender& appender, const std::vector<Damage>& l
 
 Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (auto r = config.validate(); !r) return std::unexpected(r.error());
-  if (auto r = io::check_writable_dir(config.dir); !r) return std::unexpected(r.error());
+  if (config.create_dir) {
+    if (auto r = io::create_dir(config.dir, config.dir_perms()); !r) {
+      return make_error(Errc::bad_directory,
+                        "cannot create log directory " + config.dir.string() +
+                            " (create_dir=true): " + r.error().message,
+                        r.error().sys_errno);
+    }
+  }
+  if (auto r = io::check_writable_dir(config.dir); !r) {
+    if (r.error().sys_errno != ENOENT || config.create_dir) return std::unexpected(r.error());
+    return make_error(Errc::bad_directory,
+                      r.error().message + " (set create_dir=true to have Log::open create it)",
+                      ENOENT);
+  }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  auto lock = io::File::open(config.dir / seg::kLockFileName, io::File::Mode::create_or_open);
-  if (!lock) {
-    return make_error(
-        Errc::bad_directory,
-        "log directory " + config.dir.string() + " is not writable: " + lock.error().message,
-        lock.error().sys_errno);
-  }
-  if (auto r = lock->lock_exclusive(); !r) return std::unexpected(r.error());
+  auto lock = DirLock::acquire(config);
+  if (!lock) return std::unexpected(lock.error());
   impl->lock = std::move(*lock);
 
   if (config.segment_kind == SegmentKind::mmap) {
@@ -93,7 +102,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (config.segment_kind == SegmentKind::direct) {
     // The lock file is the probe: it exists for the whole session, so
     // probing leaves nothing behind for the directory scan below.
-    auto probed = io::probe_direct_io(config.dir / seg::kLockFileName);
+    auto probed = io::probe_direct_io(impl->lock.path());
     if (!probed) return std::unexpected(probed.error());
     if (config.block_size != 0 && probed->reported && config.block_size < probed->alignment) {
       return make_error(Errc::unsupported,
@@ -117,11 +126,9 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   impl->block_size = block;
   auto choice = sync::make_backend(effective, block, probe ? &probe->file : nullptr);
   if (!choice) return std::unexpected(choice.error());
-  if (probe) {
-    // The probe wrote a block into the lock file; it holds no data.
-    if (auto r = probe->file.truncate(0); !r) return std::unexpected(r.error());
-    probe.reset();
-  }
+  // The probe wrote a block into the lock file; record_holder() writes the
+  // pid over it and cuts the rest.
+  probe.reset();
   impl->backend = std::move(choice->backend);
   impl->backend_description = impl->backend->name();
   std::string why = choice->why;
@@ -159,6 +166,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.prezero = config.prezero;
   mo.max_total_size = config.max_total_size;
   mo.kind = config.segment_kind;
+  mo.file_perms = config.file_perms();
   mo.log_id = rec->log_id;
   while (mo.log_id == 0)
     mo.log_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
@@ -181,6 +189,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
       config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8,
       impl->metrics);
   impl->driver->start();
+  if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());
+  impl->lock.keep();
   std::unique_ptr<Log> log(new Log(std::move(impl)));
   // A loss this open accepted is durable before open returns: a later
   // session's acknowledged records can never exist without it.
@@ -330,7 +340,7 @@ Result<void> Log::close() {
   auto r = impl_->driver->close();
   auto m = impl_->manager->stop();
   impl_->closed = true;
-  impl_->lock.close();
+  impl_->lock.release();
   if (!r) return r;
   return m;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/file.h"
+#include "log/dir_lock.h"
 #include "metrics/metrics.h"
 #include "segments/appender.h"
 #include "segments/manager.h"
@@ -21,7 +22,7 @@ namespace synclog {
 
 struct Log::Impl {
   Config config;
-  io::File lock;
+  DirLock lock;  // first member: released after everything else
   RecoveryReport report;
   std::vector<seg::Extent> recovered;  // earlier sessions' replayable bytes
   std::unique_ptr<seg::SegmentManager> manager;

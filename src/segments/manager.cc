@@ -79,8 +79,8 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
     if (!recycled) (void)io::remove_file(tmp);
     return std::unexpected(std::move(e));
   };
-  auto file =
-      io::File::open(tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new);
+  auto file = io::File::open(
+      tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new, opt_.file_perms);
   if (!file) return fail(file.error());
   if (!recycled) {
     // Real blocks, not a sparse file: an mmap store can then never SIGBUS on

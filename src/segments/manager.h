@@ -40,6 +40,7 @@ struct ManagerOptions {
   uint32_t block_size = 4096;
   uint64_t log_id = 0;
   SegmentKind kind = SegmentKind::mmap;
+  uint32_t file_perms = 0600;  // of the files it creates
 };
 
 struct ManagerStats {

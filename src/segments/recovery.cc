@@ -171,6 +171,15 @@ Result<std::optional<size_t>> Recovery::find_session_after(size_t from, Position
   return std::optional<size_t>();
 }
 
+namespace {
+std::unexpected<Error> foreign_file(const std::string& name, const std::filesystem::path& dir) {
+  return make_error(Errc::bad_directory,
+                    "foreign file '" + name + "' in log directory " + dir.string() +
+                        " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files, LOCK and, "
+                        "at the root of a filesystem, the lost+found directory)");
+}
+}  // namespace
+
 Result<void> Recovery::list() {
   auto names = io::list_dir(dir_);
   if (!names) return io_failure(names.error());
@@ -181,11 +190,14 @@ Result<void> Recovery::list() {
       ids_.push_back(id);
     } else if (is_temp_file_name(name)) {
       out_.temp_files.push_back(name);
+    } else if (name == "lost+found") {
+      // A log at the root of its own filesystem shares it with fsck's
+      // directory; a file of that name is still foreign.
+      auto is_dir = io::is_real_dir(dir_ / name);
+      if (!is_dir) return io_failure(is_dir.error());
+      if (!*is_dir) return foreign_file(name, dir_);
     } else if (name != kLockFileName) {
-      return make_error(
-          Errc::bad_directory,
-          "foreign file '" + name + "' in log directory " + dir_.string() +
-              " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files and LOCK)");
+      return foreign_file(name, dir_);
     }
   }
   std::sort(ids_.begin(), ids_.end());

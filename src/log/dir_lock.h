@@ -1,0 +1,38 @@
+// The LOCK file of a log directory: an flock held for the session, naming
+// the holder's pid for whoever finds it taken. An open that created the
+// file and then failed removes it again, so a refused directory is left as
+// it was found.
+#pragma once
+
+#include <filesystem>
+
+#include "io/file.h"
+#include "synclog/config.h"
+#include "synclog/error.h"
+
+namespace synclog {
+
+class DirLock {
+ public:
+  DirLock() = default;
+  DirLock(DirLock&& o) noexcept = default;
+  DirLock& operator=(DirLock&& o) noexcept;
+  ~DirLock();
+
+  [[nodiscard]] static Result<DirLock> acquire(const Config& config);
+  // Writes the pid into the file (after the direct I/O probe has used it);
+  // on a full disk the file stays empty instead.
+  [[nodiscard]] Result<void> record_holder() const;
+  // The open succeeded: the file stays when the lock is released.
+  void keep() { created_ = false; }
+  // Lets the lock go (close()).
+  void release() { file_.close(); }
+  const std::filesystem::path& path() const { return file_.path(); }
+
+ private:
+  void remove_if_created();
+  io::File file_;
+  bool created_ = false;
+};
+
+}  // namespace synclog
