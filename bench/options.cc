@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -16,6 +17,18 @@
 
 namespace bench {
 namespace {
+
+// An installed synclog-bench finds the profiles installed beside it
+// (<prefix>/share/synclog/fio-profiles); one in the build tree, the source's.
+std::filesystem::path default_fio_profiles() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "synclog" / "fio-profiles";
+    if (std::filesystem::is_directory(installed, ec)) return installed;
+  }
+  return SYNCLOG_FIO_PROFILES;
+}
 
 enum class Scope { job, run };
 
@@ -406,6 +419,7 @@ RunOptions make_run(const Values& values) {
   run.plot = as_choice("plot", get("plot"), {"auto", "on", "off"});
   run.fio = as_choice("fio", get("fio"), {"auto", "on", "off"});
   run.fio_profiles = get("fio-profiles").text;
+  if (run.fio_profiles == SYNCLOG_FIO_PROFILES) run.fio_profiles = default_fio_profiles();
   run.fio_runtime_s = as_seconds("fio-runtime", get("fio-runtime"), false);
   run.fio_media = split(get("fio-media").text);
   run.rocksdb = as_choice("rocksdb", get("rocksdb"), {"auto", "on", "off"});

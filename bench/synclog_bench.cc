@@ -120,6 +120,7 @@ int run_sweep(const Options& options) {
       std::cout << p.label() << "  [" << p.job << "] " << p.config.to_string() << "\n";
     }
     for (const auto& n : plan.notes) std::cout << "note: " << n << "\n";
+    if (run.fio != "off") std::cout << "fio profiles: " << run.fio_profiles.string() << "\n";
     std::cout << plan.points.size() << " points\n";
     return 0;
   }

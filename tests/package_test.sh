@@ -3,9 +3,13 @@
 # prefix, then build examples/consumer against it
 #   1. with find_package(synclog): synclog::synclog (libsynclog.a) and
 #      synclog::synclog_shared (libsynclog.so),
-#   2. with pkg-config: the shared library, and libsynclog.a plus the
-#      libraries `pkg-config --static` lists,
-# and run each build (it opens a log, appends, reopens, replays, prints ok).
+#   2. with pkg-config alone: synclog.pc (libsynclog.so, found at run time
+#      through the rpath it adds) and synclog-static.pc (libsynclog.a),
+# and run each build (it checks synclog::version() against the headers,
+# opens a log, appends, reopens, replays, prints ok). The prefix is moved
+# after installing: nothing in it may name where it was installed. The
+# shared library must export only the public API (nm), and synclog-bench
+# with its fio profiles is installed when the build has it.
 # Any failing step fails the test and prints that step's output.
 #
 #   package_test.sh BUILD_DIR CONSUMER_SOURCE_DIR [CXX]
@@ -38,7 +42,8 @@ run_consumer() {  # run_consumer NAME BINARY: must print exactly "ok"
 generator=
 command -v ninja >/dev/null 2>&1 && generator="-G Ninja"
 
-step "cmake --install $build --prefix $prefix" "$cmake" --install "$build" --prefix "$prefix"
+step "cmake --install $build --prefix $tmp/staged" "$cmake" --install "$build" --prefix "$tmp/staged"
+mv "$tmp/staged" "$prefix"
 for f in include/synclog/log.h include/synclog/config.h include/synclog/error.h \
          include/synclog/position.h; do
   [ -f "$prefix/$f" ] || fail "not installed: $f"
@@ -51,9 +56,37 @@ config=$(find "$prefix" -name synclogConfig.cmake | head -n 1)
 [ -n "$pc" ] || fail "synclog.pc not installed"
 [ -n "$config" ] || fail "synclogConfig.cmake not installed"
 [ -x "$prefix/bin/synclog-dump" ] || fail "synclog-dump not installed"
+[ -f "$prefix/include/synclog/version.h" ] || fail "synclog/version.h not installed"
+if [ -x "$build/bench/synclog-bench" ]; then
+  [ -x "$prefix/bin/synclog-bench" ] || fail "synclog-bench not installed"
+  [ -f "$prefix/share/synclog/fio-profiles/sync-write-fdatasync.fio" ] ||
+    fail "fio profiles not installed in share/synclog/fio-profiles"
+  # It finds them there by itself (the prefix was moved after installing).
+  step "installed synclog-bench finds its fio profiles" sh -c \
+    "'$prefix/bin/synclog-bench' --list | grep -qx 'fio profiles: $prefix/share/synclog/fio-profiles'"
+fi
 libdir=$(dirname "$static_lib")
 if [ -z "$shared_lib" ]; then
   echo "   no libsynclog.so (SYNCLOG_BUILD_SHARED=OFF): the shared variants are skipped"
+else
+  # Only the public API: classes Log, Reader, Tailer, Config, Error and the
+  # free functions of include/synclog (std templates instantiated on public
+  # types may come along). Nothing of seg::, io::, sync::, metrics:: or an
+  # Impl.
+  nm -D --defined-only -C "$shared_lib" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' \
+    >"$tmp/exports"
+  grep 'synclog::' "$tmp/exports" |
+    grep -vE '^(typeinfo( name)? for |vtable for )?synclog::(Log|Reader|Tailer|Config|Error)(::|$| )|^synclog::(to_string|to_prometheus|to_json|version)(\[abi:cxx11\])?\(' \
+    >"$tmp/internal" || true
+  if [ -s "$tmp/internal" ]; then
+    echo "FAIL: libsynclog.so exports $(wc -l <"$tmp/internal") symbols outside the public API, e.g.:"
+    head -20 "$tmp/internal"
+    exit 1
+  fi
+  if grep -E '::Impl::' "$tmp/exports" | head -5 | grep -q .; then
+    fail "libsynclog.so exports an Impl: $(grep -E '::Impl::' "$tmp/exports" | head -3)"
+  fi
+  echo "   libsynclog.so exports $(grep -c 'synclog::' "$tmp/exports") synclog symbols, all public API"
 fi
 
 # 1. find_package
@@ -73,26 +106,25 @@ for variant in static shared; do
   esac
 done
 
-# 2. pkg-config
+# 2. pkg-config alone: no -std flag, no library path, no LD_LIBRARY_PATH here.
 export PKG_CONFIG_PATH
 PKG_CONFIG_PATH=$(dirname "$pc")
-step "pkg-config --cflags --libs synclog" pkg-config --cflags --libs synclog
-flags=$(pkg-config --cflags --libs synclog)
-static_flags=$(pkg-config --static --cflags --libs synclog)
-for l in -luring -laio -ltomlplusplus; do
-  case " $static_flags " in *" $l "*) ;; *) fail "pkg-config --static lacks $l: $static_flags" ;; esac
-done
+[ -f "$PKG_CONFIG_PATH/synclog-static.pc" ] || fail "synclog-static.pc not installed"
+case " $(pkg-config --cflags synclog) " in *" -std=c++23 "*) ;; *) fail "synclog.pc Cflags lack -std=c++23" ;; esac
 if [ -n "$shared_lib" ]; then
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046
   step "pkg-config consumer (shared): build" \
-    "$cxx" -std=c++23 "$consumer/main.cc" -o "$tmp/pc-shared" $flags
-  LD_LIBRARY_PATH=$libdir run_consumer pkg-config-shared "$tmp/pc-shared"
+    "$cxx" "$consumer/main.cc" -o "$tmp/pc-shared" $(pkg-config --cflags --libs synclog)
+  run_consumer pkg-config-shared "$tmp/pc-shared"
+  # Through the rpath synclog.pc adds: no LD_LIBRARY_PATH is set here.
+  loaded=$(ldd "$tmp/pc-shared" | awk '/libsynclog\.so/ { print $3 }')
+  [ -n "$loaded" ] && [ "$(readlink -f "$loaded")" = "$(readlink -f "$shared_lib")" ] ||
+    fail "pc-shared does not load $shared_lib: $(ldd "$tmp/pc-shared")"
 fi
-# libsynclog.a by name (-l:), everything else as pkg-config --static says.
-static_flags=$(echo "$static_flags" | sed 's/-lsynclog\b/-l:libsynclog.a/')
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046
 step "pkg-config consumer (static): build" \
-  "$cxx" -std=c++23 "$consumer/main.cc" -o "$tmp/pc-static" $static_flags
+  "$cxx" "$consumer/main.cc" -o "$tmp/pc-static" $(pkg-config --cflags --libs synclog-static)
 run_consumer pkg-config-static "$tmp/pc-static"
+case "$(ldd "$tmp/pc-static")" in *libsynclog.so*) fail "the static pkg-config consumer loads libsynclog.so" ;; esac
 
 echo "PASS"

@@ -9,6 +9,11 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
+  // The library linked is the one these headers describe.
+  if (std::string(synclog::version()) != SYNCLOG_VERSION_STRING)
+    return std::fprintf(stderr, "version %s, headers %s\n", synclog::version(),
+                        SYNCLOG_VERSION_STRING),
+           1;
   synclog::Config config;
   config.dir = argv[1];
   config.segment_size = 1 << 20;

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "synclog/error.h"
+#include "synclog/export.h"
 
 namespace synclog {
 
@@ -35,7 +36,7 @@ enum class DirectSync { dsync, fdatasync, auto_select };
 // the process (for engines that would rather restart and recover).
 enum class FailurePolicy { stop, abort };
 
-struct Config {
+struct SYNCLOG_API Config {
   std::filesystem::path dir;
 
   BackendKind backend = BackendKind::msync;
@@ -102,12 +103,12 @@ struct Config {
   uint32_t dir_perms() const { return group_read ? 0750 : 0700; }
 };
 
-const char* to_string(BackendKind v);
-const char* to_string(SegmentKind v);
-const char* to_string(SyncMode v);
-const char* to_string(RecoveryMode v);
-const char* to_string(TailPolicy v);
-const char* to_string(DirectSync v);
-const char* to_string(FailurePolicy v);
+SYNCLOG_API const char* to_string(BackendKind v);
+SYNCLOG_API const char* to_string(SegmentKind v);
+SYNCLOG_API const char* to_string(SyncMode v);
+SYNCLOG_API const char* to_string(RecoveryMode v);
+SYNCLOG_API const char* to_string(TailPolicy v);
+SYNCLOG_API const char* to_string(DirectSync v);
+SYNCLOG_API const char* to_string(FailurePolicy v);
 
 }  // namespace synclog

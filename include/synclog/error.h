@@ -5,6 +5,8 @@
 #include <expected>
 #include <string>
 
+#include "synclog/export.h"
+
 namespace synclog {
 
 enum class Errc {
@@ -21,9 +23,9 @@ enum class Errc {
   timeout,           // a bounded wait ended without a result
 };
 
-const char* to_string(Errc code) noexcept;
+SYNCLOG_API const char* to_string(Errc code) noexcept;
 
-struct Error {
+struct SYNCLOG_API Error {
   Errc code;
   std::string message;
   int sys_errno = 0;

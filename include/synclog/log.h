@@ -21,8 +21,10 @@
 
 #include "synclog/config.h"
 #include "synclog/error.h"
+#include "synclog/export.h"
 #include "synclog/position.h"
 #include "synclog/stats.h"
+#include "synclog/version.h"
 
 namespace synclog {
 
@@ -57,7 +59,7 @@ struct RecoveryReport {
 
 // Yields records in log order. Obtained from Log::read(); it sees the records
 // that were durable when it was made. Not thread-safe; the Log must outlive it.
-class Reader {
+class SYNCLOG_API Reader {
  public:
   Reader(Reader&&) noexcept;
   Reader& operator=(Reader&&) noexcept;
@@ -80,7 +82,7 @@ class Log;
 // replication from another thread of the same process. Survives segment
 // switches; a segment released while the tailer still needs it is
 // Errc::released. Not thread-safe; the Log must outlive it.
-class Tailer {
+class SYNCLOG_API Tailer {
  public:
   Tailer(Tailer&&) noexcept;
   Tailer& operator=(Tailer&&) noexcept;
@@ -97,7 +99,7 @@ class Tailer {
   std::unique_ptr<Impl> impl_;
 };
 
-class Log {
+class SYNCLOG_API Log {
  public:
   // Opens or creates the log in config.dir and recovers it (see
   // config.recovery). Fails with a message naming the problem on bad config,

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "synclog/export.h"
+
 namespace synclog {
 
 struct Latency {
@@ -43,8 +45,8 @@ struct Stats {
 };
 
 // Prometheus text exposition format (counters, and summaries with quantiles).
-std::string to_prometheus(const Stats& stats, std::string_view prefix = "synclog");
+SYNCLOG_API std::string to_prometheus(const Stats& stats, std::string_view prefix = "synclog");
 // One JSON object.
-std::string to_json(const Stats& stats);
+SYNCLOG_API std::string to_json(const Stats& stats);
 
 }  // namespace synclog

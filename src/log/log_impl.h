@@ -20,7 +20,8 @@
 
 namespace synclog {
 
-struct Log::Impl {
+// Hidden in libsynclog.so: an internal of the exported Log.
+struct __attribute__((visibility("hidden"))) Log::Impl {
   Config config;
   DirLock lock;  // first member: released after everything else
   RecoveryReport report;

@@ -9,7 +9,7 @@
 
 namespace synclog {
 
-struct Reader::Impl {
+struct __attribute__((visibility("hidden"))) Reader::Impl {
   std::filesystem::path dir;
   std::vector<seg::Extent> extents;
   Position from;
@@ -111,7 +111,7 @@ void Reader::Impl::extend(Position new_limit, std::vector<seg::Extent> new_exten
   in_extent = false;
 }
 
-struct Tailer::Impl {
+struct __attribute__((visibility("hidden"))) Tailer::Impl {
   const Log::Impl* log;
   Reader::Impl reader;
 };
