@@ -284,12 +284,16 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
     return std::uniform_int_distribution<uint32_t>(lo, hi - 1)(rng);
   };
   // Sanitizer builds (every opening is costly there): one sample per record,
-  // alternately in its header and its payload, and 120 in all; under TSan,
-  // which looks for races rather than for more bit positions, just the one
-  // per record.
+  // alternately in its header and its payload, and 120 in all. TSan looks
+  // for races rather than for more bit positions: one sample in every record
+  // of a kind other than data, and in every 4th data record.
   const size_t budget = kThreadSanitized ? 0 : kSanitized ? 120 : 300;
+  auto sampled = [&](size_t i) {
+    return !kThreadSanitized || log_.framed[i].kind != seg::Kind::data || i % 4 == 0;
+  };
   for (size_t i = 0; i < log_.framed.size(); ++i) {
     const Framed& f = log_.framed[i];
+    if (!sampled(i)) continue;
     const bool has_payload = f.end > f.start + seg::kRecordHeaderSize;
     if (!kSanitized || i % 2 == 0 || !has_payload) {
       samples.push_back(
@@ -326,7 +330,7 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
       ++kinds[kind_name(r.kind)];
       ++(r.position() < T ? durable : unfinished);
     }
-    EXPECT_TRUE(std::all_of(hit.begin(), hit.end(), [](bool b) { return b; }));
+    for (size_t i = 0; i < hit.size(); ++i) EXPECT_TRUE(hit[i] || !sampled(i)) << "record " << i;
     for (const char* k : {"data", "sync", "end", "session"}) EXPECT_GT(kinds[k], 0) << k;
     EXPECT_GT(durable, 0);
     EXPECT_GT(unfinished, 0);
