@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <utility>
 
 #include "io/file.h"
 #include "synclog/config.h"
@@ -15,7 +16,8 @@ namespace synclog {
 class DirLock {
  public:
   DirLock() = default;
-  DirLock(DirLock&& o) noexcept = default;
+  DirLock(DirLock&& o) noexcept
+      : file_(std::move(o.file_)), created_(std::exchange(o.created_, false)) {}
   DirLock& operator=(DirLock&& o) noexcept;
   ~DirLock();
 
