@@ -129,6 +129,10 @@ class SYNCLOG_API Log {
   [[nodiscard]] Result<void> release_before(Position pos);
 
   // A reader from `from` (the first record at or after it) to durable().
+  // From a position append() returned or a Record carried, it starts at that
+  // record without reading the segment before it; from any other position
+  // it walks the segment from its first record. Readers hold a window of a
+  // segment (1 MiB, or the record if larger), never the whole file.
   [[nodiscard]] Result<Reader> read(Position from = {}) const;
   // A tailer from `from`: the records read() would give, then each new one
   // as it becomes durable.

@@ -6,6 +6,7 @@
 #include "io/file.h"
 #include "log/log_impl.h"
 #include "segments/format.h"
+#include "segments/segment_reader.h"
 
 namespace synclog {
 
@@ -17,15 +18,16 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {
   Position limit;                 // durable() when the reader was made or last extended
   size_t index = 0;
   bool in_extent = false;
-  uint64_t loaded = UINT64_MAX;
-  bool loaded_partial = false;  // loaded only up to the limit inside it
-  std::vector<std::byte> buf;
+  std::optional<seg::SegmentReader> segment;
   uint64_t off = 0;
 
-  Result<void> load(uint64_t id);
+  Result<void> open_segment(uint64_t id);
+  // Where to start in extent `e`: its first record, or `from` itself when
+  // that is where a record of the extent starts.
+  Result<uint64_t> start_in(const seg::Extent& e);
   Result<std::optional<Record>> next();
   // Moves the end to `new_limit` (for tailing): reads on from just after
-  // the last record returned, re-reading only bytes not yet loaded.
+  // the last record returned.
   void extend(Position new_limit, std::vector<seg::Extent> new_extents);
 };
 
@@ -36,28 +38,38 @@ Reader::~Reader() = default;
 
 Result<std::optional<Record>> Reader::next() { return impl_->next(); }
 
-Result<void> Reader::Impl::load(uint64_t id) {
-  auto file = io::File::open(dir / seg::segment_file_name(id), io::File::Mode::read);
-  if (!file) {
-    if (file.error().sys_errno == ENOENT) {
+Result<void> Reader::Impl::open_segment(uint64_t id) {
+  const uint64_t end = id == limit.segment() ? limit.offset() : UINT64_MAX;
+  if (segment && segment->id() == id) {
+    segment->set_limit(end);
+    return {};
+  }
+  segment.reset();
+  auto r = seg::SegmentReader::open(dir / seg::segment_file_name(id), id, end);
+  if (!r) {
+    if (r.error().sys_errno == ENOENT) {
       return make_error(Errc::released,
                         "segment " + std::to_string(id) + " was released while a reader needed it");
     }
-    return std::unexpected(file.error());
+    return std::unexpected(r.error());
   }
-  auto size = file->size();
-  if (!size) return std::unexpected(size.error());
-  uint64_t want = *size;
-  if (id == limit.segment()) want = std::min<uint64_t>(want, limit.offset());
-  // A tailer extending within the same segment reads only the new bytes.
-  const size_t have = loaded == id ? std::min<size_t>(buf.size(), want) : 0;
-  buf.resize(static_cast<size_t>(want));
-  auto n = file->read_at(have, std::span(buf).subspan(have));
-  if (!n) return std::unexpected(n.error());
-  buf.resize(have + *n);
-  loaded = id;
-  loaded_partial = id == limit.segment();
+  segment = std::move(*r);
   return {};
+}
+
+Result<uint64_t> Reader::Impl::start_in(const seg::Extent& e) {
+  if (e.segment != from.segment() || from.offset() <= e.begin) return e.begin;
+  if (from_is_boundary) return std::max<uint64_t>(e.begin, from.offset());
+  // A position from append() or a Record is where a record starts. Its
+  // checksum covers the segment id and the offset (F2), so a record that
+  // validates there was written there: start at it without reading the
+  // segment before it. Any other position is found by walking from the
+  // extent's first record.
+  if (from.offset() >= e.end) return e.begin;
+  auto d = segment->record(static_cast<uint32_t>(from.offset()));
+  if (!d) return std::unexpected(d.error());
+  if (d->status == seg::Decode::ok && d->record.kind == seg::Kind::data) return from.offset();
+  return e.begin;
 }
 
 Result<std::optional<Record>> Reader::Impl::next() {
@@ -69,25 +81,28 @@ Result<std::optional<Record>> Reader::Impl::next() {
       continue;
     }
     if (!in_extent) {
-      // A segment loaded while it held the limit may have grown since.
-      const bool grown =
-          loaded_partial && (e.segment != limit.segment() || buf.size() < limit.offset());
-      if (loaded != e.segment || grown) {
-        if (auto r = load(e.segment); !r) return std::unexpected(r.error());
-      }
-      off = e.begin;
-      if (from_is_boundary && e.segment == from.segment())
-        off = std::max<uint64_t>(off, from.offset());
+      if (auto r = open_segment(e.segment); !r) return std::unexpected(r.error());
+      auto start = start_in(e);
+      if (!start) return std::unexpected(start.error());
+      off = *start;
       in_extent = true;
     }
-    uint64_t end = std::min<uint64_t>(e.end, buf.size());
+    const uint64_t end = std::min<uint64_t>(e.end, segment->end());
     if (off >= end) {
       in_extent = false;
       ++index;
       continue;
     }
-    const auto d = seg::decode_record(buf, e.segment, static_cast<uint32_t>(off));
+    auto decoded = segment->record(static_cast<uint32_t>(off));
+    if (!decoded) return std::unexpected(decoded.error());
+    const seg::Decoded& d = *decoded;
     if (d.status != seg::Decode::ok) {
+      // The reader reads the file it opened; if it was released (and
+      // recycled into a later segment) since, the bytes are another
+      // segment's now.
+      const uint64_t id = e.segment;
+      segment.reset();
+      if (auto r = open_segment(id); !r) return std::unexpected(r.error());
       return make_error(Errc::corruption,
                         "record at " + Position(e.segment, off).to_string() +
                             " no longer validates: " + (d.reason ? d.reason : "zeroed"));

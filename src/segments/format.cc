@@ -34,6 +34,30 @@ uint32_t record_crc(uint64_t segment_id, uint32_t offset, uint32_t word,
   return io::crc32c(crc, payload);
 }
 
+// What makes a header word impossible, whatever the payload holds; null if
+// it could be a record.
+const char* check_word(uint32_t word) {
+  const uint32_t len = word & kMaxPayload;
+  const uint8_t kind_flags = static_cast<uint8_t>(word >> 24);
+  if ((kind_flags & 0xf0) != 0) return "reserved record flags set";
+  switch (static_cast<Kind>(kind_flags & 0x0f)) {
+    case Kind::data:
+      return len == 0 ? "empty data record" : nullptr;
+    case Kind::end:
+      return len != 0 ? "bad end-of-segment record" : nullptr;
+    case Kind::sync:
+      return len < kPositionPayload || len % kAlign != 0 ? "bad marker length" : nullptr;
+    case Kind::session:
+      return len != kPositionPayload ? "bad marker length" : nullptr;
+    case Kind::loss:
+      return len < kLossFixedPayload || len > kLossFixedPayload + kMaxLossReason
+                 ? "bad loss record length"
+                 : nullptr;
+    default:
+      return "unknown record kind";
+  }
+}
+
 }  // namespace
 
 void encode_header(const SegmentHeader& h, std::span<std::byte> out) {
@@ -119,13 +143,27 @@ Position RecordView::position_payload() const {
                                             : Position{};
 }
 
+uint32_t claimed_framed_size(std::span<const std::byte> header) {
+  if (header.size() < kRecordHeaderSize) return kRecordHeaderSize;
+  const uint32_t word = load<uint32_t>(header.data() + 4);
+  // A header no payload can make valid needs no payload read to judge it.
+  if (check_word(word) != nullptr) return kRecordHeaderSize;
+  return framed_size(word & kMaxPayload);
+}
+
 Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uint32_t offset) {
+  return decode_record(image, 0, segment_id, offset);
+}
+
+Decoded decode_record(std::span<const std::byte> window, uint64_t base, uint64_t segment_id,
+                      uint32_t offset) {
   Decoded d{Decode::bad, {}, nullptr};
-  if (offset % kAlign != 0 || uint64_t{offset} + kRecordHeaderSize > image.size()) {
+  const uint64_t end = base + window.size();
+  if (offset % kAlign != 0 || offset < base || uint64_t{offset} + kRecordHeaderSize > end) {
     d.reason = "record header cut off";
     return d;
   }
-  const std::byte* p = image.data() + offset;
+  const std::byte* p = window.data() + (offset - base);
   const uint32_t crc = load<uint32_t>(p);
   const uint32_t word = load<uint32_t>(p + 4);
   if (crc == 0 && word == 0) {
@@ -133,53 +171,17 @@ Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uin
     return d;
   }
   const uint32_t len = word & kMaxPayload;
-  const uint8_t kind_flags = static_cast<uint8_t>(word >> 24);
-  const auto kind = static_cast<Kind>(kind_flags & 0x0f);
-  if ((kind_flags & 0xf0) != 0) {
-    d.reason = "reserved record flags set";
+  const auto kind = static_cast<Kind>((word >> 24) & 0x0f);
+  if (const char* why = check_word(word)) {
+    d.reason = why;
     return d;
   }
-  switch (kind) {
-    case Kind::data:
-      if (len == 0) {
-        d.reason = "empty data record";
-        return d;
-      }
-      break;
-    case Kind::end:
-      if (len != 0) {
-        d.reason = "bad end-of-segment record";
-        return d;
-      }
-      break;
-    case Kind::sync:
-      if (len < kPositionPayload || len % kAlign != 0) {
-        d.reason = "bad marker length";
-        return d;
-      }
-      break;
-    case Kind::session:
-      if (len != kPositionPayload) {
-        d.reason = "bad marker length";
-        return d;
-      }
-      break;
-    case Kind::loss:
-      if (len < kLossFixedPayload || len > kLossFixedPayload + kMaxLossReason) {
-        d.reason = "bad loss record length";
-        return d;
-      }
-      break;
-    default:
-      d.reason = "unknown record kind";
-      return d;
-  }
   const uint64_t framed = framed_size(len);
-  if (offset + framed > image.size()) {
+  if (offset + framed > end) {
     d.reason = "record runs past the end of the segment";
     return d;
   }
-  auto payload = image.subspan(offset + kRecordHeaderSize, len);
+  auto payload = window.subspan(offset - base + kRecordHeaderSize, len);
   if (record_crc(segment_id, offset, word, payload) != crc) {
     d.reason = "record checksum mismatch";
     return d;

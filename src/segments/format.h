@@ -101,5 +101,14 @@ struct Decoded {
 // Decodes the record at `offset` in `image` (a segment's bytes from 0; may be
 // shorter than the segment if the file was truncated).
 Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uint32_t offset);
+// The same over part of a segment: window[0] is the segment's byte `base`.
+// The window must reach past the record or to the end of what can be read
+// (a shorter window reads as a record cut off by the end of the file).
+Decoded decode_record(std::span<const std::byte> window, uint64_t base, uint64_t segment_id,
+                      uint32_t offset);
+// The bytes a record header (8 bytes, or fewer at the end of a file) says
+// its record spans, before any check: how much a windowed reader must hold
+// to decode it.
+uint32_t claimed_framed_size(std::span<const std::byte> header);
 
 }  // namespace synclog::seg

@@ -9,15 +9,21 @@
 #include "io/file.h"
 #include "segments/format.h"
 #include "segments/segment.h"
+#include "segments/segment_reader.h"
 
 namespace synclog::seg {
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
 // What recovery reads of each file before the walk: the header, and the
 // session and loss records that follow it.
-constexpr uint64_t kHeadBytes = 4096;
+constexpr size_t kHeadBytes = 4096;
+
+// Every I/O error fails recovery, named: what cannot be read cannot be
+// judged, and judging it anyway (as missing, empty or torn) would let the new
+// session fork the history.
+std::unexpected<Error> io_failure(const Error& e) {
+  return make_error(e.code, "recovery cannot read the log: " + e.message, e.sys_errno);
+}
 
 struct Scan {
   std::optional<uint32_t> first_valid;  // first offset at or after `from` holding a valid record
@@ -26,10 +32,12 @@ struct Scan {
 
 // Looks for valid records at every aligned offset from `from` on. Only runs
 // where the ordinary walk stopped, so its cost is paid on damage or at the end.
-Scan scan(std::span<const std::byte> buf, uint64_t id, uint64_t from) {
+Result<Scan> scan(SegmentReader& segment, uint64_t from) {
   Scan s;
-  for (uint64_t off = from; off + kRecordHeaderSize <= buf.size();) {
-    Decoded d = decode_record(buf, id, static_cast<uint32_t>(off));
+  for (uint64_t off = from; off + kRecordHeaderSize <= segment.end();) {
+    auto r = segment.record(static_cast<uint32_t>(off));
+    if (!r) return io_failure(r.error());
+    const Decoded& d = *r;
     if (d.status != Decode::ok) {
       off += kAlign;
       continue;
@@ -43,10 +51,41 @@ Scan scan(std::span<const std::byte> buf, uint64_t id, uint64_t from) {
 }
 
 // Bytes from `from` to the last non-zero byte: what a torn write left.
-uint64_t written_bytes_after(std::span<const std::byte> buf, uint64_t from) {
-  uint64_t last = buf.size();
-  while (last > from && buf[last - 1] == std::byte{0}) --last;
-  return last - std::min(last, from);
+Result<uint64_t> written_bytes_after(SegmentReader& segment, uint64_t from) {
+  uint64_t last = from;
+  for (uint64_t off = from; off < segment.end();) {
+    auto chunk = segment.bytes(off, SegmentReader::kWindow);
+    if (!chunk) return io_failure(chunk.error());
+    if (chunk->empty()) break;
+    for (size_t k = chunk->size(); k > 0; --k) {
+      if ((*chunk)[k - 1] != std::byte{0}) {
+        last = off + k;
+        break;
+      }
+    }
+    off += chunk->size();
+  }
+  return last - from;
+}
+
+// Loss records follow the session record at the start of a segment (and
+// continue at the start of the next one if they did not fit).
+Result<std::vector<Damage>> read_losses(SegmentReader& segment) {
+  std::vector<Damage> found;
+  for (uint32_t off = kHeaderSize;;) {
+    auto r = segment.record(off);
+    if (!r) return io_failure(r.error());
+    const Decoded& d = *r;
+    if (d.status != Decode::ok) break;
+    if (d.record.kind == Kind::loss) {
+      LossRecord l = decode_loss(d.record.payload);
+      found.push_back(Damage{l.at, l.bytes, std::move(l.reason)});
+    } else if (d.record.kind != Kind::session || off != kHeaderSize) {
+      break;
+    }
+    off += d.record.framed;
+  }
+  return found;
 }
 
 class Recovery {
@@ -57,7 +96,11 @@ class Recovery {
 
  private:
   std::filesystem::path path_of(uint64_t id) const { return dir_ / segment_file_name(id); }
-  Result<Bytes> load(uint64_t id, uint64_t max_bytes = UINT64_MAX) const;
+  Result<SegmentReader> open_segment(uint64_t id, size_t window = SegmentReader::kWindow) const {
+    auto r = SegmentReader::open(path_of(id), id, UINT64_MAX, window);
+    if (!r) return io_failure(r.error());
+    return r;
+  }
   // The checks of one header on its own; the log id is decided by the vote
   // in list().
   Result<SegmentHeader> check_header(uint64_t id, std::span<const std::byte> head,
@@ -69,9 +112,8 @@ class Recovery {
   Result<void> list();
   // Handles the end of valid records at `here`; returns the index of the
   // segment to continue with, or nullopt when the log ends.
-  Result<std::optional<size_t>> at_gap(size_t i, const Bytes& buf, const Decoded& d, Position here,
-                                       uint32_t* resume);
-  Result<void> read_losses(uint64_t id, Bytes head, uint64_t file_size);
+  Result<std::optional<size_t>> at_gap(size_t i, SegmentReader& segment, const Decoded& d,
+                                       Position here, uint32_t* resume);
   // Accepted already by an earlier open: recovery skips it in every mode.
   bool accepted_at(Position at) const {
     return std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
@@ -121,25 +163,6 @@ class Recovery {
   Recovered out_;
 };
 
-// Every I/O error fails recovery, named: what cannot be read cannot be
-// judged, and judging it anyway (as missing, empty or torn) would let the new
-// session fork the history.
-std::unexpected<Error> io_failure(const Error& e) {
-  return make_error(e.code, "recovery cannot read the log: " + e.message, e.sys_errno);
-}
-
-Result<Bytes> Recovery::load(uint64_t id, uint64_t max_bytes) const {
-  auto file = io::File::open(path_of(id), io::File::Mode::read);
-  if (!file) return io_failure(file.error());
-  auto size = file->size();
-  if (!size) return io_failure(size.error());
-  Bytes buf(static_cast<size_t>(std::min(*size, max_bytes)));
-  auto n = file->read_at(0, buf);
-  if (!n) return io_failure(n.error());
-  buf.resize(*n);
-  return buf;
-}
-
 Result<SegmentHeader> Recovery::check_header(uint64_t id, std::span<const std::byte> head,
                                              uint64_t file_size) const {
   auto header = decode_header(head);
@@ -155,9 +178,11 @@ Result<SegmentHeader> Recovery::check_header(uint64_t id, std::span<const std::b
 }
 
 Result<bool> Recovery::starts_session(uint64_t id, Position prev_end) const {
-  auto buf = load(id, kHeaderSize + framed_size(kPositionPayload));
-  if (!buf) return std::unexpected(buf.error());
-  Decoded d = decode_record(*buf, id, kHeaderSize);
+  auto segment = open_segment(id, kHeaderSize + framed_size(kPositionPayload));
+  if (!segment) return std::unexpected(segment.error());
+  auto r = segment->record(kHeaderSize);
+  if (!r) return io_failure(r.error());
+  const Decoded& d = *r;
   return d.status == Decode::ok && d.record.kind == Kind::session &&
          d.record.position_payload() == prev_end;
 }
@@ -209,23 +234,25 @@ Result<void> Recovery::list() {
   std::vector<uint64_t> good;
   struct Head {
     uint64_t id = 0, size = 0, log_id = 0;
-    Bytes bytes;
+    std::vector<Damage> losses;  // what its loss records say
     std::string error;
   };
   std::vector<Head> heads;
   std::map<uint64_t, size_t> votes;  // log id -> good headers that carry it
   for (uint64_t id : ids_) {
-    auto file = io::File::open(path_of(id), io::File::Mode::read);
-    if (!file) return io_failure(file.error());
-    auto size = file->size();
-    if (!size) return io_failure(size.error());
-    out_.kept[id] = *size;
-    auto head = load(id, kHeadBytes);
-    if (!head) return std::unexpected(head.error());
-    Head h{id, *size, 0, std::move(*head), {}};
-    if (auto header = check_header(id, h.bytes, *size)) {
+    auto segment = open_segment(id, kHeadBytes);
+    if (!segment) return std::unexpected(segment.error());
+    const uint64_t size = segment->file_size();
+    out_.kept[id] = size;
+    auto head = segment->bytes(0, kHeaderSize);
+    if (!head) return io_failure(head.error());
+    Head h{id, size, 0, {}, {}};
+    if (auto header = check_header(id, *head, size)) {
       h.log_id = header->log_id;
       ++votes[h.log_id];
+      auto losses = read_losses(*segment);
+      if (!losses) return std::unexpected(losses.error());
+      h.losses = std::move(*losses);
     } else {
       h.error = header.error().message;
     }
@@ -267,7 +294,12 @@ Result<void> Recovery::list() {
       unusable_.push_back(h.id);
       continue;
     }
-    if (auto r = read_losses(h.id, std::move(h.bytes), h.size); !r) return r;
+    for (Damage& f : h.losses) {
+      const bool known =
+          std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
+                      [&](const Damage& a) { return a.at == f.at && a.bytes == f.bytes; });
+      if (!known) out_.report.accepted.push_back(std::move(f));
+    }
     good.push_back(h.id);
   }
   // Judged once every loss record is known: a file an earlier open skipped
@@ -281,43 +313,7 @@ Result<void> Recovery::list() {
   return {};
 }
 
-// Loss records follow the session record at the start of a segment (and
-// continue at the start of the next one if they did not fit).
-Result<void> Recovery::read_losses(uint64_t id, Bytes head, uint64_t file_size) {
-  for (;;) {
-    uint32_t off = kHeaderSize;
-    std::vector<Damage> found;
-    Decoded d;
-    for (;;) {
-      d = decode_record(head, id, off);
-      if (d.status != Decode::ok) break;
-      if (d.record.kind == Kind::loss) {
-        LossRecord l = decode_loss(d.record.payload);
-        found.push_back(Damage{l.at, l.bytes, std::move(l.reason)});
-      } else if (d.record.kind != Kind::session || off != kHeaderSize) {
-        break;
-      }
-      off += d.record.framed;
-    }
-    // A loss record cut off by the short read: read the whole file.
-    const uint64_t longest = framed_size(kLossFixedPayload + kMaxLossReason);
-    if (d.status != Decode::ok && head.size() < file_size && off + longest > head.size()) {
-      auto whole = load(id);
-      if (!whole) return std::unexpected(whole.error());
-      head = std::move(*whole);
-      continue;
-    }
-    for (Damage& f : found) {
-      const bool known =
-          std::any_of(out_.report.accepted.begin(), out_.report.accepted.end(),
-                      [&](const Damage& a) { return a.at == f.at && a.bytes == f.bytes; });
-      if (!known) out_.report.accepted.push_back(std::move(f));
-    }
-    return {};
-  }
-}
-
-Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const Decoded& d,
+Result<std::optional<size_t>> Recovery::at_gap(size_t i, SegmentReader& segment, const Decoded& d,
                                                Position here, uint32_t* resume) {
   RecoveryReport& rep = out_.report;
   auto session = find_session_after(i + 1, here);
@@ -332,29 +328,37 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     return *j;
   }
   // Markers after the gap name positions that were durable before it.
-  Scan here_scan = scan(buf, here.segment(), here.offset());
+  // `d` is judged before the scans move the reader's window.
+  const Decode status = d.status;
+  const std::string reason = status == Decode::empty ? "unwritten bytes" : d.reason;
+  auto scanned = scan(segment, here.offset());
+  if (!scanned) return std::unexpected(scanned.error());
+  const Scan here_scan = *scanned;
   Position proven = here_scan.max_marker;
   bool later_valid = false;
   for (size_t k = i + 1; k < ids_.size(); ++k) {
-    auto later = load(ids_[k]);
+    auto later = open_segment(ids_[k]);
     if (!later) return std::unexpected(later.error());
-    Scan s = scan(*later, ids_[k], kHeaderSize);
-    proven = std::max(proven, s.max_marker);
-    later_valid |= s.first_valid.has_value();
+    auto s = scan(*later, kHeaderSize);
+    if (!s) return std::unexpected(s.error());
+    proven = std::max(proven, s->max_marker);
+    later_valid |= s->first_valid.has_value();
   }
-  const std::string reason = d.status == Decode::empty ? "unwritten bytes" : d.reason;
   if (here < proven) {
     const std::string why = reason + " before durable position " + proven.to_string();
-    const uint64_t skipped =
-        here_scan.first_valid ? *here_scan.first_valid - here.offset() : buf.size() - here.offset();
+    const uint64_t skipped = here_scan.first_valid ? *here_scan.first_valid - here.offset()
+                                                   : segment.end() - here.offset();
     switch (mode_at(here)) {
       case RecoveryMode::absolute:
         return corrupt(here, why);
       case RecoveryMode::tolerate_torn_tail:
         return refuse(here, why, skipped, bytes_from(i, here.offset()));
-      case RecoveryMode::point_in_time:
-        lose(Damage{here, written_bytes_after(buf, here.offset()), why});
+      case RecoveryMode::point_in_time: {
+        auto written = written_bytes_after(segment, here.offset());
+        if (!written) return std::unexpected(written.error());
+        lose(Damage{here, *written, why});
         return std::optional<size_t>();
+      }
       case RecoveryMode::skip_damaged:
         break;
     }
@@ -367,11 +371,13 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, const Bytes& buf, const
     return i + 1;
   }
   // The end of the log. Whatever lies past it was never acknowledged.
-  const bool torn = d.status != Decode::empty || here_scan.first_valid || later_valid;
+  const bool torn = status != Decode::empty || here_scan.first_valid || later_valid;
   if (torn) {
     if (mode_ == RecoveryMode::absolute) return corrupt(here, "torn write (" + reason + ")");
     rep.torn_tail = true;
-    rep.torn_bytes = written_bytes_after(buf, here.offset());
+    auto written = written_bytes_after(segment, here.offset());
+    if (!written) return std::unexpected(written.error());
+    rep.torn_bytes = *written;
   }
   // No sync completed past here, so no later file holds an acknowledged
   // record: they all go before the new session writes anything. Left on
@@ -391,14 +397,16 @@ Result<Recovered> Recovery::run() {
   uint32_t start = kHeaderSize;
   while (i < ids_.size()) {
     const uint64_t id = ids_[i];
-    auto buf = load(id);
-    if (!buf) return std::unexpected(buf.error());
+    auto segment = open_segment(id);
+    if (!segment) return std::unexpected(segment.error());
     uint32_t off = start;
     uint32_t begin = start;
     constexpr size_t kEnd = SIZE_MAX;  // the log ends in this segment
     size_t next = kEnd;
     for (;;) {
-      Decoded d = decode_record(*buf, id, off);
+      auto decoded = segment->record(off);
+      if (!decoded) return io_failure(decoded.error());
+      const Decoded d = *decoded;
       if (d.status == Decode::ok && d.record.kind != Kind::end) {
         if (d.record.kind == Kind::data) ++rep.records;
         off += d.record.framed;
@@ -454,7 +462,7 @@ Result<Recovered> Recovery::run() {
       if (off > begin) out_.extents.push_back(Extent{id, begin, off});
       rep.end = here;
       uint32_t resume = kHeaderSize;
-      auto step = at_gap(i, *buf, d, here, &resume);
+      auto step = at_gap(i, *segment, d, here, &resume);
       if (!step) return std::unexpected(step.error());
       if (*step && **step == i) {  // skip mode found valid records further on
         off = begin = resume;

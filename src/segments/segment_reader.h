@@ -1,0 +1,65 @@
+// SegmentReader: the one way records are read back from a segment file, by
+// recovery, the Reader and Tailer, and synclog-dump. It reads through a
+// window of bounded size instead of loading the file, so memory stays at the
+// window (plus the largest record it meets) however large segments are, and
+// it reads from whatever offset it is asked for first, so a reader that
+// starts mid-segment never reads the bytes before its start.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "io/file.h"
+#include "segments/format.h"
+#include "synclog/error.h"
+
+namespace synclog::seg {
+
+class SegmentReader {
+ public:
+  // Sequential reads fetch this much at a time.
+  static constexpr size_t kWindow = size_t{1} << 20;
+
+  // Opens segment `id` at `path`. No byte at or past `limit` is read: a
+  // segment still being written is read up to the durable position only.
+  // `window` is the read size (smaller for readers that need a header only).
+  // Errors are the open's, with errno kept (ENOENT: the file is gone).
+  [[nodiscard]] static Result<SegmentReader> open(const std::filesystem::path& path, uint64_t id,
+                                                  uint64_t limit = UINT64_MAX,
+                                                  size_t window = kWindow);
+
+  uint64_t id() const { return id_; }
+  // The file's size when opened.
+  uint64_t file_size() const { return size_; }
+  // Where readable bytes end: the file size or the limit.
+  uint64_t end() const { return std::min(size_, limit_); }
+  // Moves the limit (a tailer's durable position grew); never past the file.
+  void set_limit(uint64_t limit);
+
+  // The record at `offset`, as decode_record judges it. The payload stays
+  // valid until the next call.
+  [[nodiscard]] Result<Decoded> record(uint32_t offset);
+  // Bytes [offset, offset + n), fewer where readable bytes end. Valid until
+  // the next call.
+  [[nodiscard]] Result<std::span<const std::byte>> bytes(uint64_t offset, size_t n);
+
+ private:
+  SegmentReader(io::File file, uint64_t id, uint64_t size, uint64_t limit, size_t window)
+      : file_(std::move(file)), id_(id), size_(size), limit_(limit), window_(window) {}
+  // Makes the buffer hold [offset, offset + n), or everything readable from
+  // offset if less.
+  [[nodiscard]] Result<void> cover(uint64_t offset, size_t n);
+
+  io::File file_;
+  uint64_t id_ = 0;
+  uint64_t size_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+  size_t window_ = kWindow;
+  std::vector<std::byte> buf_;  // the segment's bytes [base_, base_ + buf_.size())
+  uint64_t base_ = 0;
+};
+
+}  // namespace synclog::seg
