@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -161,6 +164,45 @@ TEST(Directory, MissingDirectoryIsCreatedOnlyWhenAsked) {
   EXPECT_EQ(nested.error().code, Errc::bad_directory);
   EXPECT_NE(nested.error().message.find("cannot create log directory"), std::string::npos)
       << nested.error().message;
+}
+
+// Records the directories fsynced.
+class DirSyncs final : public io::Hook {
+ public:
+  int before(const io::Event& e) override {
+    if (e.op == io::Op::dir_sync) {
+      std::lock_guard lock(mu_);
+      dirs_.push_back(e.path);
+    }
+    return 0;
+  }
+  bool synced(const fs::path& dir) {
+    std::lock_guard lock(mu_);
+    return std::find(dirs_.begin(), dirs_.end(), dir) != dirs_.end();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<fs::path> dirs_;
+};
+
+// An earlier open may have made the directory and crashed before its entry
+// was durable: finding it present proves nothing, so the parent is synced
+// whenever create_dir is set.
+TEST(Directory, CreateDirSyncsTheParentEvenWhenTheDirectoryExists) {
+  TempDir parent;
+  const fs::path dir = parent.path() / "wal";
+  fs::create_directory(dir);
+  Config cfg = small_config(dir);
+  ASSERT_TRUE(cfg.set("create_dir", "true").has_value());
+  DirSyncs syncs;
+  {
+    HookGuard guard(&syncs);
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  EXPECT_TRUE(syncs.synced(parent.path()));
 }
 
 TEST(Directory, SegmentFileSwappedForALinkIsRefused) {

@@ -239,13 +239,16 @@ Result<void> check_writable_dir(const std::filesystem::path& dir) {
 }
 
 Result<bool> create_dir(const std::filesystem::path& dir, uint32_t perms) {
+  bool created = true;
   if (::mkdir(dir.c_str(), static_cast<mode_t>(perms)) != 0) {
-    if (errno == EEXIST) return false;
-    return sys_error("mkdir", dir, errno);
+    if (errno != EEXIST) return sys_error("mkdir", dir, errno);
+    created = false;
   }
+  // Synced even if it existed: an earlier mkdir whose process died before
+  // this sync left an entry that a power loss can still take away.
   const std::filesystem::path parent = dir.parent_path().empty() ? "." : dir.parent_path();
   if (auto r = sync_dir(parent); !r) return std::unexpected(r.error());
-  return true;
+  return created;
 }
 
 int process_id() { return static_cast<int>(::getpid()); }

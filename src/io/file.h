@@ -63,7 +63,8 @@ class File {
 // Fails unless `dir` is an existing directory this process can write into.
 [[nodiscard]] Result<void> check_writable_dir(const std::filesystem::path& dir);
 // Creates `dir` (its parent must exist) with `perms`, and makes its entry
-// durable by syncing the parent. False if it existed already.
+// durable by syncing the parent (also when it existed). False if it existed
+// already.
 [[nodiscard]] Result<bool> create_dir(const std::filesystem::path& dir, uint32_t perms);
 // True if `path` is a directory itself (a symbolic link to one is not).
 [[nodiscard]] Result<bool> is_real_dir(const std::filesystem::path& path);
