@@ -166,6 +166,32 @@ TEST(Directory, MissingDirectoryIsCreatedOnlyWhenAsked) {
       << nested.error().message;
 }
 
+// A file made under looser settings (an older version's 0644) is narrowed
+// when it is recycled into a new segment.
+TEST(Directory, RecycledFilesAreNarrowedToTheConfiguredMode) {
+  UmaskGuard umask(0);
+  TempDir dir;
+  const Config cfg = small_config(dir.path());
+  ASSERT_NO_FATAL_FAILURE(write_some(cfg));
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (e.path().extension() == ".seg") fs::permissions(e.path(), fs::perms(0644));
+  }
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  Position first, last;
+  for (uint64_t i = 0; last.segment() < first.segment() + 4; ++i) {
+    auto pos = (*log)->append(make_record(1, i, 2000));
+    ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+    if (i == 0) first = *pos;
+    last = *pos;
+    // Release the old files early, so that recycled ones are taken again.
+    if (i == 10) ASSERT_TRUE((*log)->release_before(first).has_value());
+  }
+  EXPECT_GT((*log)->stats().segments_recycled, 0u);
+  ASSERT_TRUE((*log)->close().has_value());
+  expect_modes(dir.path(), 0600);
+}
+
 // Records the directories fsynced.
 class DirSyncs final : public io::Hook {
  public:

@@ -167,6 +167,16 @@ Result<void> File::truncate(uint64_t size) const {
   return {};
 }
 
+Result<void> File::restrict_perms(uint32_t perms) const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return sys_error("fstat", path_, errno);
+  const mode_t now = st.st_mode & 07777;
+  if ((now & ~static_cast<mode_t>(perms)) == 0) return {};
+  if (::fchmod(fd_, now & static_cast<mode_t>(perms)) != 0)
+    return sys_error("fchmod", path_, errno);
+  return {};
+}
+
 Result<void> File::lock_exclusive() const {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;

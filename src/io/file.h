@@ -45,6 +45,9 @@ class File {
   [[nodiscard]] Result<void> sync() const;
   [[nodiscard]] Result<uint64_t> size() const;
   [[nodiscard]] Result<void> truncate(uint64_t size) const;
+  // Clears the permission bits outside `perms` (never sets one): for a file
+  // made before, under other settings, that is taken into use again.
+  [[nodiscard]] Result<void> restrict_perms(uint32_t perms) const;
   // Advisory exclusive lock held until the file is closed.
   [[nodiscard]] Result<void> lock_exclusive() const;
   void close();

@@ -82,7 +82,11 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
   auto file = io::File::open(
       tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new, opt_.file_perms);
   if (!file) return fail(file.error());
-  if (!recycled) {
+  if (recycled) {
+    // Made by an earlier version or under group_read: no wider than the
+    // files created now.
+    if (auto r = file->restrict_perms(opt_.file_perms); !r) return fail(r.error());
+  } else {
     // Real blocks, not a sparse file: an mmap store can then never SIGBUS on
     // a full disk, and zeroed blocks make later syncs overwrites.
     if (auto r = file->allocate(opt_.segment_size); !r) return fail(r.error());
