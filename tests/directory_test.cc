@@ -116,6 +116,15 @@ TEST(Directory, RefusedOpenLeavesNoLockBehind) {
   auto again = Log::open(small_config(logdir.path()));
   ASSERT_FALSE(again.has_value());
   EXPECT_TRUE(fs::exists(logdir.path() / "LOCK"));
+  // A direct open writes its I/O probe's block into LOCK; refused, it
+  // leaves no such block behind.
+  Config direct = small_config(logdir.path());
+  direct.segment_kind = SegmentKind::direct;
+  direct.backend = BackendKind::auto_select;
+  auto refused = Log::open(direct);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Errc::bad_directory) << refused.error().describe();
+  EXPECT_LT(fs::file_size(logdir.path() / "LOCK"), 64u);
 }
 
 TEST(Directory, LostAndFoundIsToleratedAsADirectoryOnly) {

@@ -9,23 +9,28 @@ namespace synclog {
 
 DirLock& DirLock::operator=(DirLock&& o) noexcept {
   if (this != &o) {
-    remove_if_created();
+    undo();
     file_ = std::move(o.file_);
-    created_ = o.created_;
-    o.created_ = false;
+    created_ = std::exchange(o.created_, false);
+    held_ = std::exchange(o.held_, false);
   }
   return *this;
 }
 
-DirLock::~DirLock() { remove_if_created(); }
+DirLock::~DirLock() { undo(); }
 
-void DirLock::remove_if_created() {
-  if (!created_ || !file_.is_open()) return;
-  created_ = false;
+void DirLock::undo() {
+  if (!file_.is_open() || (!created_ && !held_)) return;
   // On a failed open only: the caller already returns the error that made
-  // it fail, and a LOCK left behind holds nothing (the next open reuses it).
-  const std::filesystem::path path = file_.path();
-  (void)io::remove_file(path);
+  // it fail. A LOCK left behind holds nothing (the next open reuses it);
+  // the probe's block would only waste space and hide that no pid is in it.
+  if (created_) {
+    const std::filesystem::path path = file_.path();
+    (void)io::remove_file(path);
+  } else {
+    (void)file_.truncate(0);
+  }
+  created_ = held_ = false;
   file_.close();
 }
 
@@ -45,7 +50,10 @@ Result<DirLock> DirLock::acquire(const Config& config) {
   }
   lock.file_ = std::move(*file);
   auto locked = lock.file_.lock_exclusive();
-  if (locked) return lock;
+  if (locked) {
+    lock.held_ = true;
+    return lock;
+  }
   if (locked.error().sys_errno != EWOULDBLOCK) return std::unexpected(locked.error());
   lock.created_ = false;  // someone else's
   std::string holder(32, '\0');
