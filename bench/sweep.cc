@@ -12,7 +12,7 @@
 namespace bench {
 namespace {
 
-// The segment kind each backend syncs (DESIGN.md's backend table).
+// The segment kind each backend syncs (docs/backends.md's backend table).
 std::string own_kind(const std::string& backend) {
   if (backend == "msync" || backend == "msync-pool") return "mmap";
   if (backend == "uring" || backend == "aio") return "direct";

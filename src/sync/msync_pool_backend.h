@@ -1,6 +1,6 @@
 // msync-pool: N persistent worker threads msync page-aligned slices of the
 // pending ranges in parallel, so one thread's msync rate no longer caps the
-// log (DESIGN.md, "Lessons it is built on").
+// log (docs/backends.md).
 //
 // Threads. `threads` is the number of *worker* threads (>= 1). The caller of
 // persist() (the sync driver) always does a share of the work as well, so a
