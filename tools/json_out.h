@@ -11,7 +11,8 @@
 
 namespace synclog::dump {
 
-using nlohmann::json;
+// Fields stay in the order written: position and kind first.
+using json = nlohmann::ordered_json;
 
 // Prints `j` on one line. Bytes that are not UTF-8 (a foreign file's name)
 // become U+FFFD instead of failing the whole output.

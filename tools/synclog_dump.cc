@@ -32,7 +32,7 @@ struct Args {
 };
 
 void add_common(CLI::App* cmd, Args& a, bool with_mode) {
-  cmd->add_option("dir", a.dir, "log directory")->required();
+  cmd->add_option("dir", a.dir, "log directory")->required()->type_name("DIR");
   cmd->add_flag("--json", a.json, "JSON output (one object per line)");
   if (with_mode) {
     cmd->add_option("--mode", a.mode,
@@ -42,9 +42,10 @@ void add_common(CLI::App* cmd, Args& a, bool with_mode) {
 }
 
 void add_range(CLI::App* cmd, Args& a) {
-  cmd->add_option("--from", a.from, "first position, SEG:OFF (the first record at or after it)");
-  cmd->add_option("--to", a.to, "stop before this position, SEG:OFF");
-  cmd->add_option("--limit", a.limit, "at most N records");
+  cmd->add_option("--from", a.from, "start at the first record at or after this position")
+      ->type_name("SEG:OFF");
+  cmd->add_option("--to", a.to, "stop before this position")->type_name("SEG:OFF");
+  cmd->add_option("--limit", a.limit, "at most N records")->type_name("N");
 }
 
 bool usage_error(const std::string& text) {
