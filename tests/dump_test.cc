@@ -502,8 +502,8 @@ TEST(Dump, Json) {
   Output a = dump({"print", dir, "--json", "--all"});
   const auto marks = json_lines(a);
   ASSERT_FALSE(marks.empty());
-  EXPECT_EQ(marks[0].at("kind"), "session");
-  EXPECT_EQ(marks[0].at("previous_end"), "0:0");
+  EXPECT_EQ(marks.at(0).at("kind"), "session");
+  EXPECT_EQ(marks.at(0).at("previous_end"), "0:0");
   size_t syncs = 0;
   for (const auto& m : marks) {
     if (m.at("kind") != "sync") continue;
@@ -539,8 +539,8 @@ TEST(Dump, Json) {
   EXPECT_EQ(c.rc, 0) << show(c);
   const json cj = json_object(c);
   ASSERT_EQ(cj.at("runs").size(), 1u);
-  EXPECT_EQ(cj.at("runs")[0].at("segment_size"), 262144);
-  EXPECT_EQ(cj.at("runs")[0].at("first_segment"), 1);
+  EXPECT_EQ(cj.at("runs").at(0).at("segment_size"), 262144);
+  EXPECT_EQ(cj.at("runs").at(0).at("first_segment"), 1);
 
   Output s = dump({"stats", dir, "--json"});
   EXPECT_EQ(s.rc, 0) << show(s);
@@ -556,11 +556,11 @@ TEST(Dump, Json) {
   const json dj = json_object(d);
   EXPECT_EQ(dj.at("ok"), false);
   ASSERT_EQ(dj.at("damage").size(), 1u) << dj.dump();
-  EXPECT_EQ(dj.at("damage")[0].at("position"), victim.position.to_string());
+  EXPECT_EQ(dj.at("damage").at(0).at("position"), victim.position.to_string());
   EXPECT_TRUE(contains(dj.at("error").get<std::string>(), "checksum")) << dj.dump();
   Output dl = dump({"list", dir, "--json", "--mode", "skip-damaged"});
   EXPECT_EQ(dl.rc, 1) << show(dl);
-  EXPECT_EQ(json_object(dl).at("recovery").at("damage")[0].at("position"),
+  EXPECT_EQ(json_object(dl).at("recovery").at("damage").at(0).at("position"),
             victim.position.to_string());
 }
 
@@ -700,11 +700,11 @@ TEST(Dump, Stats) {
   EXPECT_EQ(d.at("median"), nearest_rank(sizes, 50));
   EXPECT_EQ(d.at("p99"), nearest_rank(sizes, 99));
   EXPECT_EQ(j.at("sessions").size(), 2u);
-  EXPECT_EQ(j.at("sessions")[0].at("previous_end"), "0:0");
+  EXPECT_EQ(j.at("sessions").at(0).at("previous_end"), "0:0");
   EXPECT_EQ(j.at("kinds").at("session").at("records"), 2);
   EXPECT_GE(j.at("kinds").at("sync").at("records").get<uint64_t>(), w.size());
   EXPECT_EQ(j.at("sync_markers").at("count"), j.at("kinds").at("sync").at("records"));
-  EXPECT_EQ(j.at("kinds").at("end").at("records").get<uint64_t>(), j.at("segments").size() - 0)
+  EXPECT_EQ(j.at("kinds").at("end").at("records").get<uint64_t>(), j.at("segments").size())
       << "every segment here ends with an end record";
   uint64_t kinds_total = 0;
   for (const auto& [name, k] : j.at("kinds").items())
@@ -752,7 +752,7 @@ TEST(Dump, Stats) {
   EXPECT_EQ(skipped.rc, 1) << show(skipped);
   const json sj = json_object(skipped);
   ASSERT_EQ(sj.at("damage").at("regions").size(), 1u) << sj.dump();
-  EXPECT_EQ(sj.at("damage").at("regions")[0].at("position"), victim.position.to_string());
+  EXPECT_EQ(sj.at("damage").at("regions").at(0).at("position"), victim.position.to_string());
   EXPECT_EQ(sj.at("kinds").at("data").at("records"), w.size() - 1);
   Output skipped_text = dump({"stats", dir, "--mode", "skip-damaged"});
   EXPECT_TRUE(contains(skipped_text.out, "damage: 1 region(s)")) << skipped_text.out;
