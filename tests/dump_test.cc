@@ -816,5 +816,26 @@ TEST(Dump, RawRefusesATerminal) {
   expect_same(parse_raw(file.out), w);
 }
 
+// fsck's lost+found (a log at the root of its filesystem) is accepted as
+// Log::open accepts it; a plain file of that name is still foreign.
+TEST(Dump, LostAndFound) {
+  TempDir tmp;
+  build(tmp.path(), 5);
+  fs::create_directory(tmp.path() / "lost+found");
+  const std::string dir = tmp.path().string();
+  for (const char* cmd : {"verify", "list", "print", "stats", "config"}) {
+    Output r = dump({cmd, dir});
+    EXPECT_EQ(r.rc, 0) << cmd << "\n" << show(r);
+  }
+  EXPECT_TRUE(json_object(dump({"config", dir, "--json"})).at("foreign_files").empty());
+  fs::remove(tmp.path() / "lost+found");
+  std::ofstream(tmp.path() / "lost+found") << "x";
+  for (const char* cmd : {"verify", "config"}) {
+    Output r = dump({cmd, dir});
+    EXPECT_EQ(r.rc, 1) << cmd << "\n" << show(r);
+    EXPECT_TRUE(contains(r.out + r.err, "lost+found")) << cmd << "\n" << show(r);
+  }
+}
+
 }  // namespace
 }  // namespace synclog::test
