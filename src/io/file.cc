@@ -190,6 +190,16 @@ Result<void> File::lock_exclusive() const {
   return {};
 }
 
+Result<bool> File::locked_elsewhere() const {
+  if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) return true;
+    return sys_error("flock", path_, err);
+  }
+  if (::flock(fd_, LOCK_UN) != 0) return sys_error("flock", path_, errno);
+  return false;
+}
+
 Result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return sys_error("opendir", dir, errno);

@@ -50,6 +50,10 @@ class File {
   [[nodiscard]] Result<void> restrict_perms(uint32_t perms) const;
   // Advisory exclusive lock held until the file is closed.
   [[nodiscard]] Result<void> lock_exclusive() const;
+  // True if another open of the file holds a lock on it. To ask, it takes a
+  // shared lock and drops it at once, so a lock_exclusive() racing with the
+  // call may fail for that instant.
+  [[nodiscard]] Result<bool> locked_elsewhere() const;
   void close();
 
  private:

@@ -7,6 +7,19 @@
 
 namespace synclog {
 
+namespace {
+
+// The first line record_holder() wrote; empty if there is none.
+std::string read_holder(const io::File& file) {
+  std::string holder(32, '\0');
+  auto n = file.read_at(0, std::as_writable_bytes(std::span(holder)));
+  holder.resize(n ? *n : 0);
+  if (auto nl = holder.find('\n'); nl != std::string::npos) holder.resize(nl);
+  return holder;
+}
+
+}  // namespace
+
 DirLock& DirLock::operator=(DirLock&& o) noexcept {
   if (this != &o) {
     undo();
@@ -56,10 +69,7 @@ Result<DirLock> DirLock::acquire(const Config& config) {
   }
   if (locked.error().sys_errno != EWOULDBLOCK) return std::unexpected(locked.error());
   lock.created_ = false;  // someone else's
-  std::string holder(32, '\0');
-  auto n = lock.file_.read_at(0, std::as_writable_bytes(std::span(holder)));
-  holder.resize(n ? *n : 0);
-  if (auto nl = holder.find('\n'); nl != std::string::npos) holder.resize(nl);
+  const std::string holder = read_holder(lock.file_);
   return make_error(Errc::bad_directory,
                     "log directory " + config.dir.string() + " is in use by another process (" +
                         (holder.starts_with("pid ") ? holder + " holds the lock on " + path.string()
@@ -67,6 +77,18 @@ Result<DirLock> DirLock::acquire(const Config& config) {
                                                           "; the holder's pid is not recorded") +
                         ")",
                     EWOULDBLOCK);
+}
+
+Result<std::optional<std::string>> DirLock::probe(const std::filesystem::path& dir) {
+  auto file = io::File::open(dir / seg::kLockFileName, io::File::Mode::read);
+  if (!file) {
+    if (file.error().sys_errno == ENOENT) return std::nullopt;
+    return std::unexpected(file.error());
+  }
+  auto held = file->locked_elsewhere();
+  if (!held) return std::unexpected(held.error());
+  if (!*held) return std::nullopt;
+  return read_holder(*file);
 }
 
 Result<void> DirLock::record_holder() const {

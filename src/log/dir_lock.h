@@ -5,6 +5,8 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "io/file.h"
@@ -24,6 +26,11 @@ class DirLock {
   ~DirLock();
 
   [[nodiscard]] static Result<DirLock> acquire(const Config& config);
+  // For readers that never open the log (synclog-dump): the holder's text
+  // ("pid N", or empty if it recorded none) if a live process holds the lock
+  // on `dir`, nullopt if nobody does or there is no LOCK file. Takes nothing
+  // but an instant's shared lock (io::File::locked_elsewhere).
+  [[nodiscard]] static Result<std::optional<std::string>> probe(const std::filesystem::path& dir);
   // Writes the pid into the file (after the direct I/O probe has used it);
   // on a full disk the file stays empty instead.
   [[nodiscard]] Result<void> record_holder() const;

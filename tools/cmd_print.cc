@@ -1,0 +1,109 @@
+// `print`: the records replay returns, in log order, one line each (or a
+// hex dump, raw bytes, or JSON Lines).
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "dump.h"
+#include "io/terminal.h"
+#include "json_out.h"
+#include "payload_text.h"
+#include "record_walk.h"
+#include "segments/recovery.h"
+
+namespace synclog::dump {
+
+namespace {
+
+// What a marker's payload says, in words; empty for data and end records.
+std::string marker_detail(const seg::RecordView& r) {
+  switch (r.kind) {
+    case seg::Kind::sync:
+      return "(durable before this sync: " + r.position_payload().to_string() + ")";
+    case seg::Kind::session:
+      return "(previous session ended at " + r.position_payload().to_string() + ")";
+    case seg::Kind::loss: {
+      const seg::LossRecord l = seg::decode_loss(r.payload);
+      return "(accepted loss at " + l.at.to_string() + ", " + std::to_string(l.bytes) +
+             " bytes: " + l.reason + ")";
+    }
+    default:
+      return {};
+  }
+}
+
+json record_json(Position at, const seg::RecordView& r) {
+  json j = {{"position", to_json(at)},   {"segment", at.segment()},  {"offset", at.offset()},
+            {"kind", kind_name(r.kind)}, {"size", r.payload.size()}, {"framed", r.framed}};
+  if (r.kind == seg::Kind::sync) j["durable_before"] = to_json(r.position_payload());
+  if (r.kind == seg::Kind::session) j["previous_end"] = to_json(r.position_payload());
+  if (r.kind == seg::Kind::loss) {
+    const seg::LossRecord l = seg::decode_loss(r.payload);
+    j["loss"] = {{"position", to_json(l.at)}, {"bytes", l.bytes}, {"reason", l.reason}};
+  }
+  j["payload_hex"] = hex_string(r.payload);
+  return j;
+}
+
+void print_record(PrintFormat format, Position at, const seg::RecordView& r) {
+  const auto payload = r.payload;
+  if (format == PrintFormat::raw) {
+    // "<position> <kind> <length> " then the bytes and a newline: the length
+    // makes the stream parseable whatever the bytes are.
+    std::printf("%s %s %zu ", at.to_string().c_str(), kind_name(r.kind), payload.size());
+    std::fwrite(payload.data(), 1, payload.size(), stdout);
+    std::putchar('\n');
+    return;
+  }
+  const bool data = r.kind == seg::Kind::data;
+  const std::string detail =
+      data ? (format == PrintFormat::line ? preview(payload) : "") : marker_detail(r);
+  std::printf("%s %s %zu bytes%s%s\n", at.to_string().c_str(), kind_name(r.kind), payload.size(),
+              detail.empty() ? "" : " ", detail.c_str());
+  if (data && format == PrintFormat::hex) print_hex_dump(payload);
+}
+
+}  // namespace
+
+int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all) {
+  if (format == PrintFormat::raw && io::is_terminal(STDOUT_FILENO)) {
+    std::fprintf(stderr,
+                 "synclog-dump: print --raw writes the records' bytes as they are; refusing to "
+                 "write them to a terminal (redirect stdout to a file or a pipe, or drop --raw)\n");
+    return kUsage;
+  }
+  auto rec = seg::recover(c.dir, c.mode);
+  if (!rec) return fail_recovery(rec.error());
+  uint64_t shown = 0;
+  std::optional<Position> next;  // the first record past --limit
+  auto walked = walk_records(c.dir, *rec, range, [&](Position at, const seg::RecordView& r) {
+    if (r.kind != seg::Kind::data && !all) return true;
+    if (range.limit && shown == *range.limit) {
+      next = at;
+      return false;
+    }
+    ++shown;
+    if (c.json) {
+      emit(record_json(at, r));
+    } else {
+      print_record(format, at, r);
+    }
+    return true;
+  });
+  if (!walked) return fail_recovery(walked.error());
+  // Everything but the records goes to stderr: stdout has one line (or one
+  // raw record) per record and nothing else.
+  if (!c.json && format != PrintFormat::raw) {
+    std::fprintf(stderr, "%" PRIu64 " record(s)\n", shown);
+  }
+  if (next) note_limit(*range.limit, *next);
+  if (!rec->report.damage.empty()) {
+    std::fprintf(stderr,
+                 "synclog-dump: note: recovery (%s) reported damage; see `synclog-dump verify`\n",
+                 mode_name(c.mode).c_str());
+  }
+  return kHealthy;
+}
+
+}  // namespace synclog::dump

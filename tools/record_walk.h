@@ -1,0 +1,27 @@
+// The one place synclog-dump reads records: the records replay returns, in
+// log order, as recovery's extents describe them. It loads one segment file
+// at a time; a streaming segment reader can replace its inside without
+// touching the commands.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+
+#include "dump.h"
+#include "segments/format.h"
+#include "segments/recovery.h"
+#include "synclog/error.h"
+#include "synclog/position.h"
+
+namespace synclog::dump {
+
+// Called for each record at `at`, range.from <= at < range.to (range.limit
+// is the caller's business). The record and its payload stay valid only
+// during the call. Return false to stop the walk.
+using RecordVisitor = std::function<bool(Position at, const seg::RecordView& record)>;
+
+// An error only if a segment file cannot be read.
+[[nodiscard]] Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
+                                        const Range& range, const RecordVisitor& visit);
+
+}  // namespace synclog::dump
