@@ -6,25 +6,9 @@
 
 #include "io/file.h"
 #include "segments/segment.h"
+#include "segments/segment_reader.h"
 
 namespace synclog::dump {
-
-Result<Bytes> read_whole_file(const std::filesystem::path& path) {
-  auto file = io::File::open(path, io::File::Mode::read);
-  if (!file) return std::unexpected(file.error());
-  auto size = file->size();
-  if (!size) return std::unexpected(size.error());
-  Bytes buf(*size);
-  size_t have = 0;
-  while (have < buf.size()) {
-    auto n = file->read_at(have, std::span(buf).subspan(have));
-    if (!n) return std::unexpected(n.error());
-    if (*n == 0) break;  // shrunk while we read: keep what is there
-    have += *n;
-  }
-  buf.resize(have);
-  return buf;
-}
 
 const char* end_name(EndKind e) {
   switch (e) {
@@ -46,18 +30,34 @@ bool all_zero(std::span<const std::byte> b) {
   return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
 }
 
+// Whether every byte from `from` to the end is zero, a window at a time.
+Result<bool> zero_from(seg::SegmentReader& segment, uint64_t from) {
+  for (uint64_t off = from; off < segment.end();) {
+    auto chunk = segment.bytes(off, seg::SegmentReader::kWindow);
+    if (!chunk) return std::unexpected(chunk.error());
+    if (chunk->empty()) break;
+    if (!all_zero(*chunk)) return false;
+    off += chunk->size();
+  }
+  return true;
+}
+
+FileScan unreadable(FileScan f, const Error& e) {
+  f.end = EndKind::bad_header;
+  f.header_error = e.message;
+  return f;
+}
+
 FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::string& name) {
   FileScan f;
   f.id = id;
   f.name = name;
-  auto buf = read_whole_file(dir / name);
-  if (!buf) {
-    f.end = EndKind::bad_header;
-    f.header_error = buf.error().message;
-    return f;
-  }
-  f.file_size = buf->size();
-  auto header = seg::decode_header(*buf);
+  auto segment = seg::SegmentReader::open(dir / name, id);
+  if (!segment) return unreadable(std::move(f), segment.error());
+  f.file_size = segment->file_size();
+  auto head = segment->bytes(0, seg::kHeaderSize);
+  if (!head) return unreadable(std::move(f), head.error());
+  auto header = seg::decode_header(*head);
   if (!header) {
     f.end = EndKind::bad_header;
     f.header_error = header.error().message;
@@ -71,7 +71,9 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
   }
   uint32_t off = seg::kHeaderSize;
   for (;;) {
-    const seg::Decoded d = seg::decode_record(*buf, id, off);
+    auto decoded = segment->record(off);
+    if (!decoded) return unreadable(std::move(f), decoded.error());
+    const seg::Decoded d = *decoded;
     if (d.status == seg::Decode::ok) {
       if (d.record.kind == seg::Kind::end) {
         f.end = EndKind::end_record;
@@ -86,8 +88,13 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
       off += d.record.framed;
       continue;
     }
-    const auto rest = std::span<const std::byte>(*buf).subspan(std::min<size_t>(off, buf->size()));
-    if (d.status == seg::Decode::empty && all_zero(rest)) {
+    bool clean = false;
+    if (d.status == seg::Decode::empty) {
+      auto zero = zero_from(*segment, off);
+      if (!zero) return unreadable(std::move(f), zero.error());
+      clean = *zero;
+    }
+    if (clean) {
       f.end = EndKind::clean;
     } else {
       f.end = EndKind::torn;

@@ -14,11 +14,6 @@
 
 namespace synclog::dump {
 
-using Bytes = std::vector<std::byte>;
-
-// The whole file, through src/io.
-[[nodiscard]] Result<Bytes> read_whole_file(const std::filesystem::path& path);
-
 enum class EndKind { end_record, clean, torn, bad_header };
 
 struct FileScan {

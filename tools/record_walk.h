@@ -1,7 +1,7 @@
 // The one place synclog-dump reads records: the records replay returns, in
-// log order, as recovery's extents describe them. It loads one segment file
-// at a time; a streaming segment reader can replace its inside without
-// touching the commands.
+// log order, as recovery's extents describe them, through the streaming
+// segment reader that recovery and Log::read use (a window of a segment in
+// memory, never the file).
 #pragma once
 
 #include <filesystem>
