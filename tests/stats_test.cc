@@ -54,11 +54,13 @@ TEST(Stats, CountsAKnownWorkload) {
   EXPECT_GE(s.segments_created, 1u);  // the spare behind it is made in the background
   EXPECT_EQ(s.failures, 0u);
 
-  const std::string prom = to_prometheus(s);
+  auto exposed = to_prometheus(s);
+  ASSERT_TRUE(exposed.has_value());
+  const std::string& prom = *exposed;
   EXPECT_NE(prom.find("# TYPE synclog_appends_total counter\nsynclog_appends_total 2000\n"),
             std::string::npos)
       << prom;
-  EXPECT_NE(prom.find("synclog_append_seconds{quantile=\"0.99\"} "), std::string::npos);
+  EXPECT_NE(prom.find("synclog_append_seconds_bucket{le=\"+Inf\"} 2000\n"), std::string::npos);
   EXPECT_NE(prom.find("synclog_sync_seconds_count " + std::to_string(s.syncs) + "\n"),
             std::string::npos);
   const std::string json = to_json(s);

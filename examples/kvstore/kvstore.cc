@@ -185,7 +185,9 @@ Result<void> KvStore::checkpoint() {
   if (auto r = write_file_atomically(dir_ / "snapshot", out); !r) return r;
   // Only now is the log before next_ redundant. A crash before this line is
   // harmless: replay from next_ skips the old segments anyway.
-  return log_->release_before(next_);
+  auto released = log_->release_before(next_);
+  if (!released) return std::unexpected(released.error());
+  return {};
 }
 
 }  // namespace kv

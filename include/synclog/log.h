@@ -4,14 +4,15 @@
 //   for (auto r = log.value()->read(); ...)         // replay
 //   auto pos = log.value()->append(bytes);           // durable on return in batch/group mode
 //
-// Thread safety: append(), sync(), durable(), stats() and read() may be
-// called from any number of threads at once. release_before() may be called
-// concurrently with appends. close() must not race with other calls; the
-// destructor closes a log that is still open.
+// Thread safety: append(), sync(), durable(), stats(), read(), segments(),
+// disk_bytes() and oldest() may be called from any number of threads at once. release_before() may
+// be called concurrently with appends. close() must not race with other calls; the destructor
+// closes a log that is still open.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -76,6 +77,41 @@ class SYNCLOG_API Reader {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a segment file is doing, as Log::segments() reports it.
+enum class SegmentState {
+  spare,       // made ahead (header only, no records): the next segment appends go to
+  recycling,   // released, waiting to become a spare (holds old bytes that never replay)
+  active,      // the newest segment of this session: appends go to it
+  sealed,      // no more appends go to it, but it holds the durable position or
+               // records after it, so release_before keeps it for now
+  releasable,  // wholly before the durable position: release_before(durable()) lets it go
+};
+SYNCLOG_API const char* to_string(SegmentState state) noexcept;
+
+// One segment file in the log directory.
+struct SegmentInfo {
+  uint64_t id = 0;  // a spare's future id; a recycling file's former id
+  std::filesystem::path path;
+  uint64_t bytes = 0;  // file size
+  // The first and last durable data record it holds (what append()
+  // returned for them); none if it holds none, like a spare, or a segment
+  // whose records are not durable yet.
+  std::optional<Position> first;
+  std::optional<Position> last;
+  SegmentState state = SegmentState::spare;
+};
+
+// What one release_before() call let go.
+struct ReleaseReport {
+  std::vector<uint64_t> ids;    // released segments, ascending
+  uint32_t deleted = 0;         // files removed
+  uint32_t recycled = 0;        // files kept to become spares (their bytes stay on disk)
+  uint64_t bytes_deleted = 0;   // returned to the filesystem
+  uint64_t bytes_recycled = 0;  // still on disk, as spares-to-be
+  // The first record read() now returns (Log::oldest() after the call).
+  std::optional<Position> oldest;
+};
+
 class Log;
 
 // Follows the log as records become durable: for change-data capture and
@@ -126,7 +162,27 @@ class SYNCLOG_API Log {
 
   // Lets go of every segment that lies wholly before `pos` and is durable:
   // recycled or deleted per config. Records before it may no longer be read.
-  [[nodiscard]] Result<void> release_before(Position pos);
+  // Says what it let go; nothing (an empty report) is not an error. On an
+  // error the segments not yet released stay (segments() lists them). The
+  // report's `oldest` costs a short read of the new oldest segment; if that
+  // read fails (damage found there), the error is returned although the
+  // release itself happened.
+  [[nodiscard]] Result<ReleaseReport> release_before(Position pos);
+
+  // Every segment file of the directory, oldest log segment first, then
+  // files waiting to be recycled, then spares (a spare still being made
+  // appears once ready). Finding each segment's first and last record reads
+  // the log: the first call reads all of it, like a replay; later calls
+  // read on only in segments not yet wholly before the durable position at
+  // the previous call. States: see SegmentState; docs/operations.md.
+  [[nodiscard]] Result<std::vector<SegmentInfo>> segments() const;
+  // Sum of the sizes of all segment files: the log, spares and files
+  // waiting to be recycled. Reads no file.
+  uint64_t disk_bytes() const;
+  // The position of the first record read() returns (the oldest record the
+  // log still holds), or none while it holds no durable record. Reads the
+  // oldest segment up to that record.
+  [[nodiscard]] Result<std::optional<Position>> oldest() const;
 
   // A reader from `from` (the first record at or after it) to durable().
   // From a position append() returned or a Record carried, it starts at that

@@ -254,24 +254,43 @@ Result<void> Log::sync() {
 
 Position Log::durable() const { return impl_->driver->durable(); }
 
-Result<void> Log::release_before(Position pos) {
-  std::lock_guard lock(impl_->release_mu);
-  if (impl_->closed) return make_error(Errc::closed, "the log is closed");
-  const Position durable = impl_->driver->durable();
-  std::vector<uint64_t> ids;
-  for (uint64_t id : impl_->manager->segment_ids()) {
-    // A segment goes only when a later one holds the durable position: then
-    // its end record, and everything before it, has been synced.
-    if (id < pos.segment() && id < durable.segment()) ids.push_back(id);
+Result<ReleaseReport> Log::release_before(Position pos) {
+  seg::Released done;
+  Result<void> r;
+  {
+    std::lock_guard lock(impl_->release_mu);
+    if (impl_->closed) return make_error(Errc::closed, "the log is closed");
+    const Position durable = impl_->driver->durable();
+    std::vector<uint64_t> ids;
+    for (uint64_t id : impl_->manager->segment_ids()) {
+      // A segment goes only when a later one holds the durable position: then
+      // its end record, and everything before it, has been synced.
+      if (id < pos.segment() && id < durable.segment()) ids.push_back(id);
+    }
+    if (!ids.empty()) {
+      r = impl_->manager->release(ids, &done);
+      // What failed to go stays readable.
+      const auto left = impl_->manager->segment_ids();
+      std::erase_if(impl_->recovered, [&](const seg::Extent& e) {
+        return !std::binary_search(left.begin(), left.end(), e.segment);
+      });
+    }
   }
-  if (ids.empty()) return {};
-  auto r = impl_->manager->release(ids);
-  // What failed to go stays readable.
-  const auto left = impl_->manager->segment_ids();
-  std::erase_if(impl_->recovered, [&](const seg::Extent& e) {
-    return !std::binary_search(left.begin(), left.end(), e.segment);
-  });
-  return r;
+  {
+    std::lock_guard lock(impl_->bounds_mu);
+    for (uint64_t id : done.ids) impl_->bounds.erase(id);
+  }
+  if (!r) return std::unexpected(r.error());
+  ReleaseReport report;
+  report.ids = std::move(done.ids);
+  report.recycled = done.recycled;
+  report.deleted = static_cast<uint32_t>(report.ids.size()) - done.recycled;
+  report.bytes_deleted = done.bytes_deleted;
+  report.bytes_recycled = done.bytes_recycled;
+  auto oldest = this->oldest();
+  if (!oldest) return std::unexpected(oldest.error());
+  report.oldest = *oldest;
+  return report;
 }
 
 std::vector<seg::Extent> Log::Impl::readable_extents() const {
@@ -297,7 +316,14 @@ namespace {
 Latency summarize(const metrics::HistogramData& h) {
   Latency l;
   l.count = h.count;
+  l.sum_ns = h.sum;
   l.mean_ns = h.count ? h.sum / h.count : 0;
+  // Shards are read while their threads record, so the buckets may add up
+  // to a little more than the count read a moment apart; the count bounds
+  // them, keeping the +Inf bucket equal to it.
+  for (uint64_t le : kLatencyBucketBoundsNs) {
+    l.buckets.push_back({le, std::min(h.count_at_or_below(le), h.count)});
+  }
   l.p50_ns = h.quantile(0.5);
   l.p90_ns = h.quantile(0.9);
   l.p99_ns = h.quantile(0.99);
@@ -327,6 +353,11 @@ Stats Log::stats() const {
   s.segments_released = m.released;
   s.allocation_stalls = m.stalls;
   s.failures = impl_->driver->failed() ? 1 : 0;
+  s.durable = impl_->driver->durable();
+  for (const auto& f : impl_->manager->files()) {
+    s.disk_bytes += f.size;
+    ++(f.role == seg::FileInfo::Role::log ? s.segment_files : s.spare_files);
+  }
   s.append = hist(metrics::Hist::append);
   s.durable_wait = hist(metrics::Hist::durable_wait);
   s.sync = hist(metrics::Hist::sync);

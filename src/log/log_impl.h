@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,18 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   std::atomic<bool> closing{false};
   bool closed = false;
   mutable std::mutex release_mu;
+
+  // Log::segments()' first and last record per segment id. A segment wholly
+  // before the durable position when it was read never changes again (ids
+  // are never reused), so it is read once; the others are read on from
+  // their last record.
+  struct Bounds {
+    std::optional<Position> first;
+    std::optional<Position> last;
+    bool complete = false;
+  };
+  mutable std::mutex bounds_mu;
+  mutable std::map<uint64_t, Bounds> bounds;
 
   std::vector<seg::Extent> readable_extents() const;
 };

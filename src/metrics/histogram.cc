@@ -27,6 +27,12 @@ uint64_t HistogramData::quantile(double q) const {
   return max;
 }
 
+uint64_t HistogramData::count_at_or_below(uint64_t v) const {
+  uint64_t n = 0;
+  for (int i = 0; i < kBuckets && bucket_high(i) <= v; ++i) n += counts[i];
+  return n;
+}
+
 void Histogram::add_to(HistogramData& out) const {
   HistogramData d;
   for (int i = 0; i < kBuckets; ++i) d.counts[i] = counts_[i].load(std::memory_order_relaxed);

@@ -38,6 +38,9 @@ struct HistogramData {
   void merge(const HistogramData& o);
   // The value at quantile q (0..1): the top of the bucket that holds it.
   uint64_t quantile(double q) const;
+  // Samples in buckets whose top is at or below v: a lower bound on the
+  // samples <= v, short by at most those in the bucket that holds v.
+  uint64_t count_at_or_below(uint64_t v) const;
 };
 
 class Histogram {

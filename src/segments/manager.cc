@@ -50,8 +50,8 @@ Result<void> SegmentManager::stop() {
     removed = true;
   }
   spares_.clear();
-  for (auto& path : to_recycle_) {
-    auto r = io::remove_file(path);
+  for (auto& r_file : to_recycle_) {
+    auto r = io::remove_file(r_file.path);
     if (!r && result) result = r;
     total_size_ -= opt_.segment_size;
     removed = true;
@@ -147,7 +147,7 @@ void SegmentManager::run() {
     std::filesystem::path recycled;
     const bool recycling = !to_recycle_.empty();
     if (recycling) {
-      recycled = std::move(to_recycle_.front());
+      recycled = std::move(to_recycle_.front().path);
       to_recycle_.pop_front();
     } else if (opt_.max_total_size != 0 && total_size_ + opt_.segment_size > opt_.max_total_size) {
       last_error_ = "segment files use " + std::to_string(total_size_) + " of max_total_size " +
@@ -214,7 +214,7 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
   return raw;
 }
 
-Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
+Result<void> SegmentManager::release(const std::vector<uint64_t>& ids, Released* done) {
   // Oldest first, each made durable before the next: a crash can then only
   // leave a shorter released prefix, never a hole in the middle of the log.
   // A segment leaves the list only once its file is gone from its name, so
@@ -244,11 +244,11 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
     }
     const auto path = path_of(id);
     const auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
-    auto done = recycle ? io::rename_file(path, dest) : io::remove_file(path);
-    if (!done) {
+    auto moved = recycle ? io::rename_file(path, dest) : io::remove_file(path);
+    if (!moved) {
       std::lock_guard lock(mu_);
       if (recycle) --pending_recycles_;
-      return done;
+      return moved;
     }
     auto synced = io::sync_dir(opt_.dir);
     std::lock_guard lock(mu_);
@@ -261,9 +261,11 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
       retired_.push_back(std::move(e.live));
     }
     ++stats_.released;
+    if (done) done->ids.push_back(id);
     if (!synced) {
       // The file is gone from its name; whether that is durable is unknown.
       total_size_ -= e.size;
+      if (done) done->bytes_deleted += e.size;
       if (recycle) (void)io::remove_file(dest);
       release_failure_ =
           Error{Errc::io_error,
@@ -274,9 +276,14 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids) {
       return std::unexpected(*release_failure_);
     }
     if (recycle) {
-      to_recycle_.push_back(dest);
+      to_recycle_.push_back(Recycle{id, dest});
+      if (done) {
+        ++done->recycled;
+        done->bytes_recycled += e.size;
+      }
     } else {
       total_size_ -= e.size;
+      if (done) done->bytes_deleted += e.size;
     }
   }
   work_.notify_one();
@@ -288,6 +295,19 @@ std::vector<uint64_t> SegmentManager::segment_ids() const {
   std::vector<uint64_t> ids;
   for (auto& [id, e] : segments_) ids.push_back(id);
   return ids;
+}
+
+std::vector<FileInfo> SegmentManager::files() const {
+  std::lock_guard lock(mu_);
+  std::vector<FileInfo> out;
+  for (const auto& [id, e] : segments_)
+    out.push_back({id, path_of(id), e.size, FileInfo::Role::log});
+  for (const auto& r : to_recycle_) {
+    out.push_back({r.old_id, r.path, opt_.segment_size, FileInfo::Role::recycling});
+  }
+  for (const auto& s : spares_)
+    out.push_back({s->id(), s->path(), s->size(), FileInfo::Role::spare});
+  return out;
 }
 
 uint64_t SegmentManager::total_size() const {

@@ -50,6 +50,23 @@ struct ManagerStats {
   uint64_t stalls = 0;  // take() calls that found no spare ready
 };
 
+// A file the manager holds, as files() lists it.
+struct FileInfo {
+  enum class Role { log, recycling, spare };
+  uint64_t id = 0;  // a recycling file's former id
+  std::filesystem::path path;
+  uint64_t size = 0;
+  Role role = Role::log;
+};
+
+// What release() did with the segments it let go.
+struct Released {
+  std::vector<uint64_t> ids;
+  uint32_t recycled = 0;
+  uint64_t bytes_deleted = 0;
+  uint64_t bytes_recycled = 0;
+};
+
 class SegmentManager {
  public:
   // `existing` lists the segment files recovery kept (id -> file size);
@@ -73,7 +90,8 @@ class SegmentManager {
   // error the segments not yet released stay in the log, and a later call
   // retries from the oldest; after a failed directory fsync every later call
   // fails with that error.
-  [[nodiscard]] Result<void> release(const std::vector<uint64_t>& ids);
+  // `done` (if given) gets what was let go, also when it fails part-way.
+  [[nodiscard]] Result<void> release(const std::vector<uint64_t>& ids, Released* done = nullptr);
 
   // Lets go of a complete, synced segment's file and image. A direct or
   // buffered segment's image (private memory as large as the file) is kept
@@ -84,6 +102,10 @@ class SegmentManager {
   // Ids of the segment files currently in the log (not spares), ascending.
   std::vector<uint64_t> segment_ids() const;
   uint64_t total_size() const;
+  // The log's segment files (ascending), then files waiting to be recycled,
+  // then ready spares. A spare still being made is not listed: its file is
+  // a temporary one until it is ready.
+  std::vector<FileInfo> files() const;
   ManagerStats stats() const;
   // Why no spare is ready, if the manager knows (the size limit, or the last
   // creation error); empty while one is simply being made.
@@ -110,7 +132,11 @@ class SegmentManager {
   std::condition_variable work_;         // the thread waits on it
   std::map<uint64_t, Entry> segments_;   // in the log, by id
   std::deque<std::unique_ptr<Segment>> spares_;
-  std::deque<std::filesystem::path> to_recycle_;
+  struct Recycle {
+    uint64_t old_id = 0;
+    std::filesystem::path path;
+  };
+  std::deque<Recycle> to_recycle_;
   std::vector<std::unique_ptr<Segment>> retired_;  // control blocks kept until close
   std::mutex images_mu_;                           // images_ only
   std::vector<io::Mapping> images_;                // at most spares + 1
