@@ -7,6 +7,7 @@
 #include "io/file.h"
 #include "log/log_impl.h"
 #include "segments/format.h"
+#include "segments/segment_reader.h"
 
 namespace synclog {
 namespace {
@@ -47,55 +48,36 @@ Result<void> scan_bounds(const Log& log, std::map<uint64_t, Log::Impl::Bounds>& 
   return {};
 }
 
-// The first data record in the extents before `limit`, reading each
-// segment's file from its start only as far as that record needs (64 KiB
-// first, more while a record runs past what was read): release_before
-// reports it after every release, so it must not cost a segment's read.
+// The first data record in the extents before `limit`. release_before
+// reports it after every release, so it must not cost a segment's read: the
+// streaming reader reads from the extent's start only as far as that record
+// (a small window, more only for a record larger than it).
 Result<std::optional<Position>> first_record(const std::filesystem::path& dir,
                                              const std::vector<seg::Extent>& extents,
                                              Position limit) {
-  constexpr uint64_t kFirstRead = 64 << 10;
+  constexpr size_t kFirstRead = 64 << 10;
   for (const auto& e : extents) {
     if (e.segment > limit.segment()) break;
-    auto file = io::File::open(dir / seg::segment_file_name(e.segment), io::File::Mode::read);
-    if (!file) {
-      if (file.error().sys_errno != ENOENT) return std::unexpected(file.error());
+    const uint64_t end = e.segment == limit.segment() ? limit.offset() : UINT64_MAX;
+    auto segment = seg::SegmentReader::open(dir / seg::segment_file_name(e.segment), e.segment, end,
+                                            kFirstRead);
+    if (!segment) {
+      if (segment.error().sys_errno != ENOENT) return std::unexpected(segment.error());
       return make_error(Errc::released, "segment " + std::to_string(e.segment) +
                                             " was released while oldest() read it");
     }
-    auto size = file->size();
-    if (!size) return std::unexpected(size.error());
-    uint64_t avail = std::min<uint64_t>(e.end, *size);
-    if (e.segment == limit.segment()) avail = std::min<uint64_t>(avail, limit.offset());
-    std::vector<std::byte> buf;
-    // Extends buf to the file's first `want` bytes (at most avail); false
-    // when there was nothing more to read.
-    auto grow = [&](uint64_t want) -> Result<bool> {
-      want = std::min(want, avail);
-      if (want <= buf.size()) return false;
-      const size_t had = buf.size();
-      buf.resize(static_cast<size_t>(want));
-      auto n = file->read_at(had, std::span(buf).subspan(had));
-      if (!n) return std::unexpected(n.error());
-      buf.resize(had + *n);
-      return *n > 0;
-    };
-    uint64_t off = e.begin;
-    if (auto g = grow(off + kFirstRead); !g) return std::unexpected(g.error());
-    while (off < avail) {
-      const auto d = seg::decode_record(buf, e.segment, static_cast<uint32_t>(off));
-      if (d.status != seg::Decode::ok) {
-        // Perhaps only cut short by what was read so far: read on.
-        auto more = grow(2 * buf.size());
-        if (!more) return std::unexpected(more.error());
-        if (*more) continue;
+    const uint64_t avail = std::min<uint64_t>(e.end, segment->end());
+    for (uint64_t off = e.begin; off < avail;) {
+      auto d = segment->record(static_cast<uint32_t>(off));
+      if (!d) return std::unexpected(d.error());
+      if (d->status != seg::Decode::ok) {
         return make_error(Errc::corruption,
                           "record at " + Position(e.segment, off).to_string() +
-                              " no longer validates: " + (d.reason ? d.reason : "zeroed"));
+                              " no longer validates: " + (d->reason ? d->reason : "zeroed"));
       }
-      if (d.record.kind == seg::Kind::data) return Position(e.segment, off);
-      if (d.record.kind == seg::Kind::end) break;
-      off += d.record.framed;
+      if (d->record.kind == seg::Kind::data) return Position(e.segment, off);
+      if (d->record.kind == seg::Kind::end) break;
+      off += d->record.framed;
     }
   }
   return std::nullopt;
