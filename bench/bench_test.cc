@@ -131,7 +131,9 @@ struct Written {
 Written write_log(const std::filesystem::path& dir, const std::vector<uint64_t>& seqs,
                   uint64_t acked, bool flip_one = false, size_t release_at = SIZE_MAX) {
   Written w;
-  auto config = synclog::Config::parse("mode=batch,segment_size=64KiB");
+  // msync: the segment and record counts below assume mmap segments (no
+  // padding per sync).
+  auto config = synclog::Config::parse("backend=msync,mode=batch,segment_size=64KiB");
   EXPECT_TRUE(config.has_value());
   config->dir = dir;
   w.config = *config;

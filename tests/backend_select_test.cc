@@ -19,8 +19,15 @@
 #include <functional>
 
 #include "io/align.h"
+#include "io/filesystem.h"
+#include "sync/auto_order.h"
 #include "sync/direct_sync.h"
 #include "test_util.h"
+
+namespace synclog {
+// gtest prints a backend in a failed assertion by its config name.
+inline void PrintTo(BackendKind k, std::ostream* os) { *os << to_string(k); }
+}  // namespace synclog
 
 namespace synclog::test {
 namespace {
@@ -125,7 +132,147 @@ TEST(BackendSelect, AutoSaysWhichItChose) {
   cfg.segment_kind = SegmentKind::buffered;
   auto log = Log::open(cfg);
   ASSERT_TRUE(log.has_value()) << log.error().describe();
-  EXPECT_EQ((*log)->backend(), "pwrite (backend=auto chose pwrite for buffered segments)");
+  EXPECT_EQ((*log)->backend(),
+            "pwrite (backend=auto chose pwrite for buffered segments: the first that started in "
+            "the order measured for batch mode on tmpfs (memory): pwrite)");
+}
+
+// The default config: backend=auto and segment_kind=auto pick the first
+// backend of the order measured for the mode on the directory's medium,
+// and the log runs (and reports in config()) what was chosen.
+TEST(BackendSelect, DefaultIsTheMeasuredBestForTheMediumAndMode) {
+  EXPECT_EQ(Config{}.backend, BackendKind::auto_select);
+  EXPECT_EQ(Config{}.segment_kind, SegmentKind::auto_select);
+  bool saw_memory = false;
+  bool saw_disk = false;
+  for (const std::string& base : {std::string("/dev/shm"), disk_base()}) {
+    for (SyncMode mode : {SyncMode::batch, SyncMode::group, SyncMode::periodic}) {
+      TempDir dir(base);
+      auto fs = io::probe_filesystem(dir.path());
+      ASSERT_TRUE(fs.has_value()) << fs.error().describe();
+      (fs->memory ? saw_memory : saw_disk) = true;
+      Config cfg;
+      cfg.dir = dir.path();
+      cfg.segment_size = 256 << 10;
+      cfg.mode = mode;
+      const sync::AutoOrder order = sync::auto_order(cfg, *fs);
+      ASSERT_EQ(order.backends.size(), 5u) << order.basis;
+      const BackendKind best = order.backends.front();
+      auto log = Log::open(cfg);
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      const std::string& b = (*log)->backend();
+      const std::string chose = std::string(to_string(best)) + " (backend=auto chose " +
+                                to_string(best) + " (" + to_string(segment_kind_for(best)) +
+                                " segments): the first that started in the order measured for " +
+                                to_string(mode) + " mode on " + fs->name;
+      EXPECT_EQ(b.rfind(chose, 0), 0u) << b;
+      EXPECT_EQ((*log)->config().backend, best);
+      EXPECT_EQ((*log)->config().segment_kind, segment_kind_for(best));
+      ASSERT_TRUE((*log)->append("default").has_value());
+      ASSERT_TRUE((*log)->close().has_value());
+      auto back = replay_all(cfg);
+      ASSERT_TRUE(back.has_value()) << back.error().describe();
+      ASSERT_EQ(back->size(), 1u);
+      EXPECT_EQ((*back)[0].data, "default");
+    }
+  }
+  EXPECT_TRUE(saw_memory) << "/dev/shm is not tmpfs here";
+  if (!saw_disk) GTEST_SKIP() << disk_base() << " is memory too: the disk order is untested";
+}
+
+// The measured order per medium (docs/backends.md, "Which backend auto
+// picks"). A change to the table must change this test and the page.
+TEST(BackendSelect, MeasuredOrderPerMedium) {
+  using enum BackendKind;
+  const io::Filesystem ext4{0xEF53, "ext4", true, "", false};
+  const io::Filesystem tmpfs{0x01021994, "tmpfs", true, "", true};
+  const io::Filesystem xfs{0x58465342, "xfs", true, "", false};
+  Config cfg;
+  cfg.mode = SyncMode::batch;
+  auto disk = sync::auto_order(cfg, ext4);
+  EXPECT_EQ(disk.basis, "batch mode on ext4 (disk)");
+  EXPECT_EQ(disk.backends, (std::vector{pwrite, aio, msync, msync_pool, uring}));
+  auto ram = sync::auto_order(cfg, tmpfs);
+  EXPECT_EQ(ram.basis, "batch mode on tmpfs (memory)");
+  EXPECT_EQ(ram.backends, (std::vector{msync, msync_pool, pwrite, uring, aio}));
+  // Not measured: the disk order, and the reason says so.
+  auto other = sync::auto_order(cfg, xfs);
+  EXPECT_EQ(other.backends, disk.backends);
+  EXPECT_EQ(other.basis,
+            "batch mode on xfs (not measured there: the order measured on an ext4 disk)");
+  // An explicit segment kind keeps the measured order among its backends.
+  cfg.segment_kind = SegmentKind::mmap;
+  auto mmap = sync::auto_order(cfg, ext4);
+  std::vector<BackendKind> want;
+  for (BackendKind k : disk.backends)
+    if (segment_kind_for(k) == SegmentKind::mmap) want.push_back(k);
+  EXPECT_EQ(mmap.backends, want);
+  cfg.segment_kind = SegmentKind::auto_select;
+  cfg.mode = SyncMode::group;
+  EXPECT_EQ(sync::auto_order(cfg, ext4).backends.front(), pwrite);
+  EXPECT_EQ(sync::auto_order(cfg, tmpfs).backends.front(), msync);
+  cfg.mode = SyncMode::periodic;
+  EXPECT_EQ(sync::auto_order(cfg, ext4).backends.front(), uring);
+  EXPECT_EQ(sync::auto_order(cfg, tmpfs).backends.front(), uring);
+}
+
+// With the default segment_kind, a refused backend is passed over for the
+// next in the measured order even when that one syncs another segment
+// kind, and the reason names what was passed over. Periodic mode on the
+// disk has direct backends first; O_DIRECT refused rules out both.
+TEST(BackendSelect, DefaultFallsBackAcrossSegmentKinds) {
+  TempDir dir(disk_base());
+  auto fs = io::probe_filesystem(dir.path());
+  ASSERT_TRUE(fs.has_value()) << fs.error().describe();
+  Config cfg;
+  cfg.dir = dir.path();
+  cfg.segment_size = 256 << 10;
+  cfg.mode = SyncMode::periodic;
+  const auto order = sync::auto_order(cfg, *fs).backends;
+  ASSERT_EQ(segment_kind_for(order.front()), SegmentKind::direct)
+      << "the measured order no longer starts with a direct backend here: test another row";
+  BackendKind want = order.front();
+  for (BackendKind k : order) {
+    want = k;
+    if (segment_kind_for(k) != SegmentKind::direct) break;
+  }
+  int failures = run_refused(Refuse::direct_io, [&] {
+    int bad = 0;
+    auto log = Log::open(cfg);
+    bad += check(log.has_value(), log ? "" : log.error().describe());
+    if (!log) return bad;
+    const std::string& b = (*log)->backend();
+    bad += check((*log)->config().backend == want, "chose " + b);
+    bad += check((*log)->config().segment_kind == segment_kind_for(want), "segment kind " + b);
+    bad += check(b.rfind(std::string(to_string(want)) + " (backend=auto chose ", 0) == 0, b);
+    for (const char* passed : {"uring: ", "aio: "})
+      bad +=
+          check(b.find(passed) != std::string::npos && b.find("O_DIRECT") != std::string::npos, b);
+    bad += check((*log)->append("works").has_value(), "append after fallback");
+    return bad;
+  });
+  EXPECT_EQ(failures, 0) << "see the child's stderr above";
+}
+
+// Nothing of the explicit segment kind starts: one error lists each refusal.
+TEST(BackendSelect, AutoWithNothingLeftNamesEveryRefusal) {
+  TempDir dir;
+  int failures = run_refused(Refuse::direct_io, [&] {
+    Config cfg = small_config(dir.path());
+    cfg.backend = BackendKind::auto_select;
+    cfg.segment_kind = SegmentKind::direct;
+    auto log = Log::open(cfg);
+    int bad = check(!log && log.error().code == Errc::unsupported, "direct refused");
+    if (!log) {
+      const std::string& m = log.error().message;
+      bad += check(m.rfind("backend=auto found no working backend for batch mode on tmpfs", 0) == 0,
+                   m);
+      bad +=
+          check(m.find("uring: ") != std::string::npos && m.find("aio: ") != std::string::npos, m);
+    }
+    return bad;
+  });
+  EXPECT_EQ(failures, 0) << "see the child's stderr above";
 }
 
 // Path 5: RWF_DSYNC is trusted by filesystem type; tests/fuse_dsync_test.cc

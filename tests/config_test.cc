@@ -38,6 +38,35 @@ TEST(Config, ToStringRoundTrips) {
   EXPECT_EQ(again->to_string(), c->to_string());
 }
 
+// backend=auto and segment_kind=auto are the defaults; an auto on one side
+// takes the other's choice, two explicit values must fit.
+TEST(Config, BackendAndSegmentKindDefaultToAuto) {
+  const Config d;
+  EXPECT_EQ(d.backend, BackendKind::auto_select);
+  EXPECT_EQ(d.segment_kind, SegmentKind::auto_select);
+  EXPECT_NE(d.to_string().find("backend=auto,segment_kind=auto,"), std::string::npos)
+      << d.to_string();
+  for (const char* text :
+       {"dir=/d", "dir=/d,backend=msync", "dir=/d,backend=msync-pool", "dir=/d,backend=uring",
+        "dir=/d,backend=aio", "dir=/d,backend=pwrite", "dir=/d,segment_kind=mmap",
+        "dir=/d,segment_kind=direct", "dir=/d,segment_kind=buffered",
+        "dir=/d,backend=pwrite,segment_kind=auto", "dir=/d,backend=auto,segment_kind=direct"}) {
+    auto c = Config::parse(text);
+    ASSERT_TRUE(c.has_value()) << text << ": " << c.error().describe();
+    EXPECT_TRUE(c->validate().has_value()) << text;
+    auto again = Config::parse(c->to_string());
+    ASSERT_TRUE(again.has_value()) << again.error().describe();
+    EXPECT_EQ(again->backend, c->backend) << text;
+    EXPECT_EQ(again->segment_kind, c->segment_kind) << text;
+  }
+  EXPECT_EQ(segment_kind_for(BackendKind::msync), SegmentKind::mmap);
+  EXPECT_EQ(segment_kind_for(BackendKind::msync_pool), SegmentKind::mmap);
+  EXPECT_EQ(segment_kind_for(BackendKind::uring), SegmentKind::direct);
+  EXPECT_EQ(segment_kind_for(BackendKind::aio), SegmentKind::direct);
+  EXPECT_EQ(segment_kind_for(BackendKind::pwrite), SegmentKind::buffered);
+  EXPECT_EQ(segment_kind_for(BackendKind::auto_select), SegmentKind::auto_select);
+}
+
 TEST(Config, DirectSyncDefaultsToAutoAndParsesEachValue) {
   EXPECT_EQ(Config{}.direct_sync, DirectSync::auto_select);
   for (auto [text, value] :
@@ -80,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"dir=/d,colour=blue", "unknown config key 'colour'"},
         BadCase{"dir=/d,mode=sometimes", "periodic | batch | group"},
         BadCase{"dir=/d,backend=floppy", "msync | msync-pool | uring | aio | pwrite | auto"},
-        BadCase{"dir=/d,segment_kind=tape", "mmap | direct | buffered"},
+        BadCase{"dir=/d,segment_kind=tape", "mmap | direct | buffered | auto"},
         BadCase{"dir=/d,recovery=hope",
                 "tolerate-torn-tail | point-in-time | absolute | skip-damaged"},
         BadCase{"dir=/d,tail=wag", "pad | rewrite"},

@@ -14,11 +14,15 @@
 
 namespace synclog {
 
-// How bytes reach stable storage (docs/backends.md).
+// How bytes reach stable storage (docs/backends.md). auto: the fastest
+// that starts, in the order measured for the configured mode on the
+// directory's medium (the table in docs/backends.md).
 enum class BackendKind { msync, msync_pool, uring, aio, pwrite, auto_select };
 // How a segment is held in memory: a shared mapping, or a private aligned
-// buffer written with O_DIRECT or with buffered pwrite.
-enum class SegmentKind { mmap, direct, buffered };
+// buffer written with O_DIRECT or with buffered pwrite. auto: the kind the
+// backend syncs (msync, msync-pool: mmap; uring, aio: direct; pwrite:
+// buffered); with backend=auto, whichever the chosen backend syncs.
+enum class SegmentKind { mmap, direct, buffered, auto_select };
 // When syncs happen and whether append() waits for them.
 enum class SyncMode { periodic, batch, group };
 // What recovery does with damaged data (docs/durability.md): drop only an
@@ -39,8 +43,8 @@ enum class FailurePolicy { stop, abort };
 struct SYNCLOG_API Config {
   std::filesystem::path dir;
 
-  BackendKind backend = BackendKind::msync;
-  SegmentKind segment_kind = SegmentKind::mmap;
+  BackendKind backend = BackendKind::auto_select;
+  SegmentKind segment_kind = SegmentKind::auto_select;
   SyncMode mode = SyncMode::batch;
 
   // periodic: sync this often; appends block once the last completed sync is
@@ -102,6 +106,9 @@ struct SYNCLOG_API Config {
   uint32_t file_perms() const { return group_read ? 0640 : 0600; }
   uint32_t dir_perms() const { return group_read ? 0750 : 0700; }
 };
+
+// The segment kind `backend` syncs; auto_select for BackendKind::auto_select.
+SYNCLOG_API SegmentKind segment_kind_for(BackendKind backend);
 
 SYNCLOG_API const char* to_string(BackendKind v);
 SYNCLOG_API const char* to_string(SegmentKind v);

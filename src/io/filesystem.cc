@@ -82,6 +82,7 @@ Result<Filesystem> probe_filesystem(const std::filesystem::path& dir) {
     if (k.magic == fs.magic) {
       fs.name = k.name;
       fs.async_dsync_honoured = k.async_dsync_honoured;
+      fs.memory = fs.magic == TMPFS_MAGIC || fs.magic == RAMFS_MAGIC;
       if (fs.magic == BTRFS_SUPER_MAGIC || fs.magic == 0x2fc12fc1 || fs.magic == 0xca451a4e) {
         fs.copy_on_write = std::string(k.name) + " is copy-on-write";
       } else if (fs.magic == XFS_SUPER_MAGIC) {

@@ -22,6 +22,9 @@ struct Filesystem {
   // XFS with reflink), so fallocate guarantees no space for them; empty if
   // not, else what makes it so.
   std::string copy_on_write;
+  // No device below the page cache (tmpfs, ramfs): a sync costs no I/O, so
+  // backends rank differently here than on a disk (docs/backends.md).
+  bool memory = false;
 };
 
 [[nodiscard]] Result<Filesystem> probe_filesystem(const std::filesystem::path& dir);

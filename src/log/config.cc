@@ -22,7 +22,8 @@ constexpr Named<BackendKind> kBackends[] = {
     {"pwrite", BackendKind::pwrite}, {"auto", BackendKind::auto_select}};
 constexpr Named<SegmentKind> kKinds[] = {{"mmap", SegmentKind::mmap},
                                          {"direct", SegmentKind::direct},
-                                         {"buffered", SegmentKind::buffered}};
+                                         {"buffered", SegmentKind::buffered},
+                                         {"auto", SegmentKind::auto_select}};
 constexpr Named<SyncMode> kModes[] = {
     {"periodic", SyncMode::periodic}, {"batch", SyncMode::batch}, {"group", SyncMode::group}};
 constexpr Named<RecoveryMode> kRecovery[] = {
@@ -128,6 +129,22 @@ std::unexpected<Error> invalid(const std::string& message) {
 }
 
 }  // namespace
+
+SegmentKind segment_kind_for(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::msync:
+    case BackendKind::msync_pool:
+      return SegmentKind::mmap;
+    case BackendKind::uring:
+    case BackendKind::aio:
+      return SegmentKind::direct;
+    case BackendKind::pwrite:
+      return SegmentKind::buffered;
+    case BackendKind::auto_select:
+      break;
+  }
+  return SegmentKind::auto_select;
+}
 
 const char* to_string(BackendKind v) { return name_of(kBackends, v); }
 const char* to_string(SegmentKind v) { return name_of(kKinds, v); }
@@ -245,24 +262,11 @@ Result<void> Config::validate() const {
     return invalid("config key 'block_size': " + std::to_string(block_size) +
                    " is not 0 (probe) or a power of two from 512 to 4096");
   }
-  SegmentKind needs = segment_kind;
-  switch (backend) {
-    case BackendKind::msync:
-    case BackendKind::msync_pool:
-      needs = SegmentKind::mmap;
-      break;
-    case BackendKind::uring:
-    case BackendKind::aio:
-      needs = SegmentKind::direct;
-      break;
-    case BackendKind::pwrite:
-      needs = SegmentKind::buffered;
-      break;
-    case BackendKind::auto_select:
-      break;
-  }
-  const bool ok_pair = needs == segment_kind;
-  if (!ok_pair) {
+  // An auto on either side takes the other's choice; two explicit values
+  // must fit.
+  const SegmentKind needs = segment_kind_for(backend);
+  if (needs != SegmentKind::auto_select && segment_kind != SegmentKind::auto_select &&
+      needs != segment_kind) {
     return invalid(std::string("config keys 'backend' and 'segment_kind': backend '") +
                    synclog::to_string(backend) + "' cannot sync '" +
                    synclog::to_string(segment_kind) +

@@ -11,6 +11,7 @@
 #include "io/filesystem.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
+#include "sync/auto_order.h"
 #include "sync/direct_sync.h"
 
 namespace synclog {
@@ -59,6 +60,62 @@ Result<void> record_losses(seg::Appender& appender, const std::vector<Damage>& l
   return {};
 }
 
+// One backend, ready to run, and what it needs from the rest of the log.
+struct Started {
+  std::unique_ptr<sync::Backend> backend;
+  Config effective;  // backend, segment_kind and direct_sync as in use
+  uint32_t block = 0;
+  std::string direct_why;  // for Log::backend(); empty unless direct_sync=auto decided
+};
+
+// Starts config.backend (never auto) with config.segment_kind (the one it
+// syncs) in the directory on `fs`. Whatever the machine or filesystem
+// refuses is Errc::unsupported naming why, so backend=auto can try the next.
+Result<Started> start_backend(const Config& config, const io::Filesystem& fs,
+                              const std::filesystem::path& lock_path) {
+  Started out;
+  out.effective = config;
+  if (config.segment_kind == SegmentKind::mmap && !fs.copy_on_write.empty()) {
+    return make_error(Errc::unsupported,
+                      "mmap segments are refused in " + config.dir.string() + ": " +
+                          fs.copy_on_write +
+                          ", so fallocate reserves no space for overwrites and a store into "
+                          "the mapping could raise SIGBUS when the filesystem is full; use "
+                          "segment_kind=direct or segment_kind=buffered there");
+  }
+  std::optional<io::DirectProbe> probe;
+  if (config.segment_kind == SegmentKind::direct) {
+    // The lock file is the probe: it exists for the whole session, so
+    // probing leaves nothing behind for the directory scan. The probe
+    // writes a block into it; record_holder() writes the pid over it and
+    // cuts the rest.
+    auto probed = io::probe_direct_io(lock_path);
+    if (!probed) return std::unexpected(probed.error());
+    if (config.block_size != 0 && probed->reported && config.block_size < probed->alignment) {
+      return make_error(Errc::unsupported,
+                        "config key 'block_size': " + std::to_string(config.block_size) +
+                            " is below the direct I/O alignment of " +
+                            std::to_string(probed->alignment) + " bytes that the filesystem of " +
+                            config.dir.string() + " reports");
+    }
+    out.block = io::choose_block_size(config.block_size, probed->alignment, probed->physical);
+    if (out.block > 4096) {
+      return make_error(Errc::unsupported, "direct I/O alignment of " + std::to_string(out.block) +
+                                               " bytes in " + config.dir.string() +
+                                               " is above the supported 4096");
+    }
+    auto ds = sync::choose_direct_sync(config.direct_sync, fs, config.dir);
+    if (!ds) return std::unexpected(ds.error());
+    out.effective.direct_sync = ds->use;
+    out.direct_why = ds->why;
+    probe = std::move(*probed);
+  }
+  auto b = sync::make_backend(out.effective, out.block, probe ? &probe->file : nullptr);
+  if (!b) return std::unexpected(b.error());
+  out.backend = std::move(*b);
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Log>> Log::open(const Config& config) {
@@ -83,57 +140,58 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (!lock) return std::unexpected(lock.error());
   impl->lock = std::move(*lock);
 
-  if (config.segment_kind == SegmentKind::mmap) {
-    auto fs = io::probe_filesystem(config.dir);
-    if (!fs) return std::unexpected(fs.error());
-    if (!fs->copy_on_write.empty()) {
-      return make_error(Errc::unsupported,
-                        "mmap segments are refused in " + config.dir.string() + ": " +
-                            fs->copy_on_write +
-                            ", so fallocate reserves no space for overwrites and a store into "
-                            "the mapping could raise SIGBUS when the filesystem is full; use "
-                            "segment_kind=direct or segment_kind=buffered there");
-    }
+  auto fs = io::probe_filesystem(config.dir);
+  if (!fs) return std::unexpected(fs.error());
+  std::vector<BackendKind> tries{config.backend};
+  sync::AutoOrder order;
+  if (config.backend == BackendKind::auto_select) {
+    order = sync::auto_order(config, *fs);
+    tries = order.backends;
   }
-  uint32_t block = 0;
-  Config effective = config;
-  std::string direct_why;
-  std::optional<io::DirectProbe> probe;
-  if (config.segment_kind == SegmentKind::direct) {
-    // The lock file is the probe: it exists for the whole session, so
-    // probing leaves nothing behind for the directory scan below.
-    auto probed = io::probe_direct_io(impl->lock.path());
-    if (!probed) return std::unexpected(probed.error());
-    if (config.block_size != 0 && probed->reported && config.block_size < probed->alignment) {
-      return make_error(Errc::unsupported,
-                        "config key 'block_size': " + std::to_string(config.block_size) +
-                            " is below the direct I/O alignment of " +
-                            std::to_string(probed->alignment) + " bytes that the filesystem of " +
-                            config.dir.string() + " reports");
+  std::optional<Started> started;
+  std::string passed;
+  for (BackendKind k : tries) {
+    Config candidate = config;
+    candidate.backend = k;
+    candidate.segment_kind = segment_kind_for(k);
+    auto s = start_backend(candidate, *fs, impl->lock.path());
+    if (s) {
+      started = std::move(*s);
+      break;
     }
-    block = io::choose_block_size(config.block_size, probed->alignment, probed->physical);
-    if (block > 4096) {
-      return make_error(Errc::unsupported, "direct I/O alignment of " + std::to_string(block) +
-                                               " bytes in " + config.dir.string() +
-                                               " is above the supported 4096");
-    }
-    auto ds = sync::choose_direct_sync(config);
-    if (!ds) return std::unexpected(ds.error());
-    effective.direct_sync = ds->use;
-    direct_why = ds->why;
-    probe = std::move(*probed);
+    // Only a backend this machine refuses is passed over: an I/O error in
+    // a probe is the directory's, not the backend's.
+    if (config.backend != BackendKind::auto_select || s.error().code != Errc::unsupported)
+      return std::unexpected(s.error());
+    passed += (passed.empty() ? "" : "; ") + std::string(to_string(k)) + ": " + s.error().message;
   }
-  impl->block_size = block;
-  auto choice = sync::make_backend(effective, block, probe ? &probe->file : nullptr);
-  if (!choice) return std::unexpected(choice.error());
-  // The probe wrote a block into the lock file; record_holder() writes the
-  // pid over it and cuts the rest.
-  probe.reset();
-  impl->backend = std::move(choice->backend);
+  if (!started) {
+    return make_error(Errc::unsupported, "backend=auto found no working backend for " +
+                                             order.basis + (passed.empty() ? "" : ": " + passed));
+  }
+  // From here on the log runs with what started, so config() tells the
+  // truth about the backend and segment kind.
+  impl->config = started->effective;
+  impl->block_size = started->block;
+  impl->backend = std::move(started->backend);
   impl->backend_description = impl->backend->name();
-  std::string why = choice->why;
-  if (!direct_why.empty()) why += (why.empty() ? "" : "; ") + direct_why;
+  std::string why;
+  if (config.backend == BackendKind::auto_select) {
+    why = std::string("backend=auto chose ") + to_string(impl->config.backend) +
+          (config.segment_kind == SegmentKind::auto_select ? " (" : " for ") +
+          to_string(impl->config.segment_kind) + " segments" +
+          (config.segment_kind == SegmentKind::auto_select ? ")" : "") +
+          ": the first that started in the order measured for " + order.basis + ":";
+    const char* sep = " ";
+    for (BackendKind k : order.backends) {
+      why += sep + std::string(to_string(k));
+      sep = ", ";
+    }
+    if (!passed.empty()) why += " (" + passed + ")";
+  }
+  if (!started->direct_why.empty()) why += (why.empty() ? "" : "; ") + started->direct_why;
   if (!why.empty()) impl->backend_description += " (" + why + ")";
+  const uint32_t block = impl->block_size;
 
   auto rec = seg::recover(config.dir, config.recovery);
   if (!rec) return std::unexpected(rec.error());
@@ -165,7 +223,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.recycle = config.recycle;
   mo.prezero = config.prezero;
   mo.max_total_size = config.max_total_size;
-  mo.kind = config.segment_kind;
+  mo.kind = impl->config.segment_kind;
   mo.file_perms = config.file_perms();
   mo.log_id = rec->log_id;
   while (mo.log_id == 0)
@@ -185,8 +243,9 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   }
   // Nothing of this session is synced yet (its first segment may not exist).
   impl->driver = std::make_unique<sync::Driver>(
-      config, *impl->appender, *impl->backend, impl->report.end, Position{},
-      config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block : 8,
+      impl->config, *impl->appender, *impl->backend, impl->report.end, Position{},
+      impl->config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block
+                                                                                         : 8,
       impl->metrics);
   impl->driver->start();
   if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());

@@ -49,17 +49,13 @@ class Backend {
 std::unexpected<Error> probe_error(const char* backend, const std::string& what,
                                    const io::File& file, int err, const std::string& refused);
 
-struct BackendChoice {
-  std::unique_ptr<Backend> backend;
-  BackendKind kind;
-  std::string why;  // for backend=auto: what was chosen and what was passed over
-};
-
-// Builds the backend named in the config (auto: the best one that works for
-// the segment kind). `block_size` is the direct I/O alignment. A backend
-// this machine cannot run is Errc::unsupported with the reason. With
-// `probe` (direct segments), each candidate must also pass probe() on it.
-[[nodiscard]] Result<BackendChoice> make_backend(const Config& config, uint32_t block_size,
-                                                 const io::File* probe = nullptr);
+// Builds the backend named in the config, which is not auto (Log::open
+// tries auto's candidates one by one, sync/auto_order.h). `block_size` is
+// the direct I/O alignment. A backend this machine cannot run is
+// Errc::unsupported with the reason. With `probe` (direct segments), it
+// must also pass probe() on it.
+[[nodiscard]] Result<std::unique_ptr<Backend>> make_backend(const Config& config,
+                                                            uint32_t block_size,
+                                                            const io::File* probe = nullptr);
 
 }  // namespace synclog::sync
