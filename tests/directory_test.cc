@@ -194,7 +194,9 @@ TEST(Directory, RecycledFilesAreNarrowedToTheConfiguredMode) {
     if (i == 0) first = *pos;
     last = *pos;
     // Release the old files early, so that recycled ones are taken again.
-    if (i == 10) ASSERT_TRUE((*log)->release_before(first).has_value());
+    if (i == 10) {
+      ASSERT_TRUE((*log)->release_before(first).has_value());
+    }
   }
   EXPECT_GT((*log)->stats().segments_recycled, 0u);
   ASSERT_TRUE((*log)->close().has_value());

@@ -62,7 +62,9 @@ void expect_same_walk(const std::filesystem::path& path, uint64_t id, const std:
     if (want.record.kind == seg::Kind::end) break;
   }
   EXPECT_GT(records, 40u);
-  if (window < 40000) EXPECT_GT(large, 0u) << "no record was larger than the window";
+  if (window < 40000) {
+    EXPECT_GT(large, 0u) << "no record was larger than the window";
+  }
   // Bytes read back at odd offsets and lengths, across window edges.
   for (uint64_t at = 0; at < image.size(); at += 4093) {
     auto b = reader->bytes(at, 5000);
