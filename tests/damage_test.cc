@@ -52,21 +52,6 @@ Config config_for(const fs::path& dir, RecoveryMode mode) {
   return c;
 }
 
-const char* kind_name(seg::Kind k) {
-  switch (k) {
-    case seg::Kind::data:
-      return "data";
-    case seg::Kind::sync:
-      return "sync";
-    case seg::Kind::end:
-      return "end";
-    case seg::Kind::session:
-      return "session";
-    default:
-      return "none";
-  }
-}
-
 // A closed log of several sync sections over at least four segments.
 struct Built {
   Files files;
@@ -327,7 +312,7 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
       ASSERT_GE(smp.byte, r.start);
       ASSERT_LT(smp.byte, r.end);
       hit[smp.record] = true;
-      ++kinds[kind_name(r.kind)];
+      ++kinds[seg::to_string(r.kind)];
       ++(r.position() < T ? durable : unfinished);
     }
     for (size_t i = 0; i < hit.size(); ++i) EXPECT_TRUE(hit[i] || !sampled(i)) << "record " << i;
@@ -347,7 +332,7 @@ TEST_F(Damage, OneFlippedBitAnywhereInARecord) {
     const Position p = r.position();
     SCOPED_TRACE("seed " + std::to_string(kSeed) + " sample " + std::to_string(n) + ": bit " +
                  std::to_string(smp.bit) + " of segment " + std::to_string(r.segment) + " byte " +
-                 std::to_string(smp.byte) + ", in the " + kind_name(r.kind) + " record at " +
+                 std::to_string(smp.byte) + ", in the " + seg::to_string(r.kind) + " record at " +
                  p.to_string() + " [" + std::to_string(r.start) + ", " + std::to_string(r.end) +
                  "); T=" + T.to_string());
     const int before = failures_so_far();

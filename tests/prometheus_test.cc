@@ -3,6 +3,7 @@
 // Prometheus' own Python parser; and the names and values it refuses.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -27,7 +28,19 @@ Stats exercise(Log& log, int records) {
   for (auto& th : threads) th.join();
   auto released = log.release_before(log.durable());
   EXPECT_TRUE(released.has_value()) << released.error().describe();
-  return log.stats();
+  // The manager recycles and makes spares in the background after a
+  // release: the snapshot is taken once the files stop changing, so that
+  // its disk_bytes can be compared with disk_bytes().
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const Stats s = log.stats();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (s.disk_bytes == log.disk_bytes() && s.spare_files == log.stats().spare_files) return s;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "disk_bytes in stats() and disk_bytes() never agreed";
+      return s;
+    }
+  }
 }
 
 std::string json_figures(const Stats& s) {

@@ -16,24 +16,6 @@ std::string hex64(uint64_t v) {
   return s;
 }
 
-const char* kind_name(seg::Kind k) {
-  switch (k) {
-    case seg::Kind::data:
-      return "data";
-    case seg::Kind::sync:
-      return "sync";
-    case seg::Kind::end:
-      return "end";
-    case seg::Kind::session:
-      return "session";
-    case seg::Kind::loss:
-      return "loss";
-    case seg::Kind::none:
-      break;
-  }
-  return "none";
-}
-
 std::string mode_name(RecoveryMode m) {
   std::string name = synclog::to_string(m);
   std::replace(name.begin(), name.end(), '_', '-');

@@ -47,7 +47,7 @@ enum class PrintFormat { line, hex, raw };
 int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all);
 
 std::string hex64(uint64_t v);
-const char* kind_name(seg::Kind k);
+inline const char* kind_name(seg::Kind k) { return seg::to_string(k); }
 // The recovery mode's name with dashes, as --mode takes it.
 std::string mode_name(RecoveryMode m);
 std::optional<RecoveryMode> parse_mode(const std::string& s);

@@ -118,6 +118,24 @@ void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uin
   encode_record(image, segment_id, offset, kind, payload);
 }
 
+const char* to_string(Kind k) {
+  switch (k) {
+    case Kind::data:
+      return "data";
+    case Kind::sync:
+      return "sync";
+    case Kind::end:
+      return "end";
+    case Kind::session:
+      return "session";
+    case Kind::loss:
+      return "loss";
+    case Kind::none:
+      break;
+  }
+  return "none";
+}
+
 std::string encode_loss(const LossRecord& loss) {
   const size_t reason = std::min<size_t>(loss.reason.size(), kMaxLossReason);
   std::string out(kLossFixedPayload + reason, '\0');

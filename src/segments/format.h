@@ -40,6 +40,9 @@ enum class Kind : uint8_t {
   loss = 5,     // after a session record: a loss that recovery accepted (LossRecord)
 };
 
+// "data", "sync", "end", "session", "loss" or "none".
+const char* to_string(Kind k);
+
 // The payload of a loss record: what an open dropped, in its recovery mode,
 // so that every later recovery can still report it.
 inline constexpr uint32_t kLossFixedPayload = 16;  // at, bytes; then the reason text
