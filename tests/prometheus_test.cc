@@ -68,8 +68,10 @@ TEST(Prometheus, ExpositionOfTwoLogsForTheParser) {
   ASSERT_TRUE(b.has_value()) << b.error().describe();
   const Stats sa = exercise(**a, 300);
   const Stats sb = exercise(**b, 40);
+  // exercise() already compared sa.disk_bytes with disk_bytes() once the
+  // files settled; comparing again after b's run would race a spare that
+  // a's manager makes meanwhile (seen under TSan in CI).
   EXPECT_GT(sa.segments_released, 0u);
-  EXPECT_EQ(sa.disk_bytes, (*a)->disk_bytes());
 
   // The second log's label value needs every escape the format has.
   const std::string odd = "audit \"eu\\west\"\nshard 2";

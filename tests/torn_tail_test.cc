@@ -301,7 +301,15 @@ bool at_a_record_edge(const Built& log, uint32_t c) {
   return c == log.full_end;
 }
 
+// uring and aio write the same direct-segment image through the same
+// segment code, so the sweep of every byte runs on aio and uring takes the
+// subset; under ASan uring is left out (its submission path is checked
+// there by every other backend test).
+bool every_byte_here() { return backend_under_test() != "uring"; }
+
 void run_every_cut(bool roll_over, bool zeroed) {
+  if (kSanitized && !kThreadSanitized && backend_under_test() == "uring")
+    GTEST_SKIP() << "aio covers the direct-segment image under ASan";
   TempDir dir;
   Built log;
   ASSERT_NO_FATAL_FAILURE(build(dir.path() / "original", roll_over, &log));
@@ -319,7 +327,7 @@ void run_every_cut(bool roll_over, bool zeroed) {
   size_t cuts = 0;
   for (uint32_t c = static_cast<uint32_t>(log.durable.offset()); c <= log.full_end; ++c) {
     const bool subset = near_a_boundary(log, c) || c % 64 == 3;
-    if (kSanitized && !subset) continue;
+    if ((kSanitized || !every_byte_here()) && !subset) continue;
     // TSan looks for races, not for more offsets: each record's edges only.
     if (kThreadSanitized && !at_a_record_edge(log, c)) continue;
     ++cuts;
@@ -333,8 +341,8 @@ void run_every_cut(bool roll_over, bool zeroed) {
   std::printf("%zu cuts of segment %ju over [%ju, %u]%s\n", cuts, static_cast<uintmax_t>(log.last),
               static_cast<uintmax_t>(log.durable.offset()), log.full_end,
               kThreadSanitized ? " (TSan build: each record's first, first payload and last byte)"
-              : kSanitized     ? " (sanitizer build: record headers, last bytes, every 64th byte)"
-                               : "");
+              : kSanitized || !every_byte_here() ? " (record headers, last bytes, every 64th byte)"
+                                                 : "");
 }
 
 TEST(TornTail, TruncatedAtEveryByteOfTheFinalSectionInTheFirstSegment) {
