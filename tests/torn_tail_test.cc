@@ -279,7 +279,8 @@ void check_cut(const Built& log, const fs::path& work, uint32_t c, bool zeroed,
 // Every opening is costly under a sanitizer (threads, file creation), so
 // sanitizer builds cut at a subset of offsets: each record's header bytes and
 // first payload byte, its last byte, and every 64th byte in between. Release
-// builds cut at every byte (kSanitized, test_util.h); what a sanitizer adds is
+// builds cut at every byte (kSanitized, test_util.h), except on uring (see
+// every_byte_here); what a sanitizer adds is
 // the memory and race checking of each path, which the subset still takes.
 // Continuing after the cut (append, reopen) is checked at that subset in
 // every build: where the log continues depends on the end recovery found,
