@@ -4,15 +4,18 @@
 //   for (auto r = log.value()->read(); ...)         // replay
 //   auto pos = log.value()->append(bytes);           // durable on return in batch/group mode
 //
-// Thread safety: append(), sync(), durable(), stats(), read(), segments(),
-// disk_bytes() and oldest() may be called from any number of threads at once. release_before() may
-// be called concurrently with appends. close() must not race with other calls; the destructor
-// closes a log that is still open.
+// Thread safety: append(), append_async(), wait_durable(), sync(), durable(),
+// stats(), read(), segments(), disk_bytes() and oldest() may be called from
+// any number of threads at once. release_before() may be called concurrently
+// with appends. close() must not race with other calls (callbacks of
+// append_async() may still be pending: close() runs or fails each); the
+// destructor closes a log that is still open.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -156,6 +159,39 @@ class SYNCLOG_API Log {
 
   // Makes everything appended before the call durable.
   [[nodiscard]] Result<void> sync();
+
+  // ---- Many appends in flight from few threads ----
+  // Called exactly once per append_async() that returned a position: with
+  // that position once the record and everything before it is durable, or
+  // with the error if the log fails or closes first (after a failed sync
+  // every pending callback gets Errc::failed, even one whose record had
+  // become durable). Runs on one thread of the log, one callback at a time,
+  // in position order, never under a lock that appenders take. It must be
+  // short and must not wait on the log: no append() or sync() in batch or
+  // group mode, no wait_durable(), no close(). append_async() is fine.
+  using Completion = std::function<void(Result<Position>)>;
+  // Appends like append() but returns at once in every mode with where the
+  // record starts (periodic mode still blocks while the syncer lags past
+  // lag_bound, as append() does). `done`, if given, is called as above.
+  // In batch mode the log's thread leads the sync such appends need.
+  [[nodiscard]] Result<Position> append_async(std::span<const std::byte> record,
+                                              Completion done = {});
+  [[nodiscard]] Result<Position> append_async(std::string_view record, Completion done = {}) {
+    return append_async(std::as_bytes(std::span(record.data(), record.size())), std::move(done));
+  }
+  // Waits until the record at `pos` (a position append() or append_async()
+  // returned) is durable. Errc::timeout once `timeout` passes (the record
+  // may still become durable), Errc::failed after a failed sync,
+  // Errc::closed if the log closed first, Errc::invalid_argument for a
+  // position past everything appended. Any thread; in batch mode it asks
+  // the log's thread for the sync, never leading one itself.
+  [[nodiscard]] Result<void> wait_durable(Position pos, std::chrono::nanoseconds timeout);
+  // A non-blocking eventfd that becomes readable whenever durable()
+  // advances, the log fails or it closes: an epoll or io_uring loop drives
+  // the log with it and no extra thread. Read its 8 bytes to re-arm it,
+  // then look at durable() (a wake-up may bring nothing new). Made at the
+  // first call; the log owns it (never close it) until the Log is destroyed.
+  [[nodiscard]] Result<int> durable_fd();
 
   // Every record starting before this position is durable.
   Position durable() const;

@@ -248,6 +248,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
                                                                                          : 8,
       impl->metrics);
   impl->driver->start();
+  impl->completions = std::make_unique<Completions>(*impl->driver);
   if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());
   impl->lock.keep();
   std::unique_ptr<Log> log(new Log(std::move(impl)));
@@ -262,25 +263,30 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   return log;
 }
 
-Result<Position> Log::append(std::span<const std::byte> record) {
+Result<void> Log::Impl::admit(std::span<const std::byte> record) const {
   if (record.empty())
     return make_error(Errc::invalid_argument, "empty record (records hold 1 byte or more)");
-  if (record.size() > impl_->config.max_record_size()) {
-    return make_error(
-        Errc::invalid_argument,
-        "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
-            std::to_string(impl_->config.max_record_size()) +
-            " (Config::max_record_size(): half of segment_size " +
-            std::to_string(impl_->config.segment_size) + " less 64, at most 16MiB-1)");
+  if (record.size() > config.max_record_size()) {
+    return make_error(Errc::invalid_argument,
+                      "record of " + std::to_string(record.size()) +
+                          " bytes exceeds the maximum of " +
+                          std::to_string(config.max_record_size()) +
+                          " (Config::max_record_size(): half of segment_size " +
+                          std::to_string(config.segment_size) + " less 64, at most 16MiB-1)");
   }
-  if (impl_->closing.load(std::memory_order_relaxed)) {
+  if (closing.load(std::memory_order_relaxed)) {
     return make_error(Errc::closed, "the log is closed");
   }
-  if (impl_->driver->failed()) {
-    auto f = impl_->driver->failure();
+  if (driver->failed()) {
+    auto f = driver->failure();
     return make_error(Errc::failed, "the log stopped after a failed sync: " + f->message,
                       f->sys_errno);
   }
+  return {};
+}
+
+Result<Position> Log::append(std::span<const std::byte> record) {
+  if (auto r = impl_->admit(record); !r) return std::unexpected(r.error());
   if (!impl_->config.metrics) {
     auto pos = impl_->appender->append(seg::Kind::data, record);
     if (!pos) return pos;
@@ -428,6 +434,9 @@ Result<void> Log::close() {
   if (impl_->closed) return {};
   impl_->closing.store(true);
   auto r = impl_->driver->close();
+  // After the driver: every pending callback's record is durable by now,
+  // or the close failed and each gets the error.
+  if (impl_->completions) impl_->completions->stop();
   auto m = impl_->manager->stop();
   impl_->closed = true;
   impl_->lock.release();

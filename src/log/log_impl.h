@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/file.h"
+#include "log/completions.h"
 #include "log/dir_lock.h"
 #include "metrics/metrics.h"
 #include "segments/appender.h"
@@ -34,6 +35,7 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   std::string backend_description;
   uint32_t block_size = 0;
   std::unique_ptr<sync::Driver> driver;
+  std::unique_ptr<Completions> completions;  // after driver: destroyed first
   metrics::Metrics metrics;
   std::atomic<bool> closing{false};
   bool closed = false;
@@ -52,6 +54,9 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   mutable std::map<uint64_t, Bounds> bounds;
 
   std::vector<seg::Extent> readable_extents() const;
+  // Whether a record may be appended now: its size, and a log neither
+  // closed nor failed. The error names the problem.
+  [[nodiscard]] Result<void> admit(std::span<const std::byte> record) const;
 };
 
 }  // namespace synclog
