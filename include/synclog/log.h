@@ -4,10 +4,10 @@
 //   for (auto r = log.value()->read(); ...)         // replay
 //   auto pos = log.value()->append(bytes);           // durable on return in batch/group mode
 //
-// Thread safety: append(), sync(), durable(), stats(), read(), segments(),
-// disk_bytes() and oldest() may be called from any number of threads at once. release_before() may
-// be called concurrently with appends. close() must not race with other calls; the destructor
-// closes a log that is still open.
+// Thread safety: append() (every overload), append_batch(), sync(), durable(), stats(),
+// read(), segments(), disk_bytes() and oldest() may be called from any number of threads at
+// once. release_before() may be called concurrently with appends. close() must not race with other
+// calls; the destructor closes a log that is still open.
 #pragma once
 
 #include <chrono>
@@ -30,7 +30,8 @@
 namespace synclog {
 
 struct Record {
-  Position position;                // where the record starts; pass to release_before
+  Position position;                // where the record starts (inside its batch for a batch's
+                                    // records); what append() returned; pass to release_before
   std::span<const std::byte> data;  // valid until the Reader's next call
 };
 
@@ -153,6 +154,26 @@ class SYNCLOG_API Log {
   [[nodiscard]] Result<Position> append(std::string_view record) {
     return append(std::as_bytes(std::span(record.data(), record.size())));
   }
+
+  // Appends one record given in pieces (gather input): the record is their
+  // concatenation, checksummed and copied into the log with no intermediate
+  // copy. Empty pieces are allowed; the total has the limits, the errors
+  // and the wait of append(). The pieces are read only during the call.
+  [[nodiscard]] Result<Position> append(std::span<const std::span<const std::byte>> pieces);
+
+  // Appends `records` as one write batch: contiguous in the log, in order,
+  // and recovered all or none (a crash never replays part of a batch).
+  // Returns each record's position, ascending; readers, tailers, read(from)
+  // and release_before treat them like the positions append() returns. In
+  // batch and group mode it returns once every record is durable; in
+  // periodic mode at once. Errc::invalid_argument for an empty batch, an
+  // empty record, or a batch whose encoding (8 bytes, plus 8 per record and
+  // each record padded to 8) exceeds config.max_record_size(). Thread-safe
+  // like append(); concurrent batches never interleave.
+  [[nodiscard]] Result<std::vector<Position>> append_batch(
+      std::span<const std::span<const std::byte>> records);
+  [[nodiscard]] Result<std::vector<Position>> append_batch(
+      std::span<const std::string_view> records);
 
   // Makes everything appended before the call durable.
   [[nodiscard]] Result<void> sync();

@@ -40,6 +40,10 @@ class Appender {
 
   // Appends one record; returns where it starts.
   [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
+  // The same with the payload in pieces, copied straight into the image
+  // (the caller keeps the total within kMaxPayload).
+  [[nodiscard]] Result<Position> append_gathered(
+      Kind kind, std::span<const std::span<const std::byte>> pieces);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
   // Appends a sync marker naming `durable`; with align > 8 its padding ends
