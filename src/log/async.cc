@@ -5,24 +5,9 @@
 namespace synclog {
 
 Result<Position> Log::append_async(std::span<const std::byte> record, Completion done) {
-  if (auto r = impl_->admit(record); !r) return std::unexpected(r.error());
-  auto pos = impl_->appender->append(seg::Kind::data, record);
-  if (!pos) return pos;
-  if (impl_->config.metrics) {
-    metrics::Shard& shard = impl_->metrics.local();
-    shard.add(metrics::Count::appends, 1);
-    shard.add(metrics::Count::bytes, record.size());
-  }
-  // Registered before the sync is asked for, so it cannot be missed.
-  const bool called_back = static_cast<bool>(done);
-  if (called_back) impl_->completions->add(*pos, std::move(done));
-  // The record is in the log now. If the log fails meanwhile (periodic
-  // mode, waiting for a lagging syncer), the callback carries the error; a
-  // caller without one learns it here.
-  if (auto r = impl_->driver->after_async_append(*pos); !r && !called_back) {
-    return std::unexpected(r.error());
-  }
-  return pos;
+  if (auto r = impl_->admit(record.size(), "record"); !r) return std::unexpected(r.error());
+  const std::span<const std::byte> one[1] = {record};
+  return impl_->write({.pieces = one, .bytes = record.size(), .async = true, .done = &done});
 }
 
 Result<void> Log::wait_durable(Position pos, std::chrono::nanoseconds timeout) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,23 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   mutable std::map<uint64_t, Bounds> bounds;
 
   std::vector<seg::Extent> readable_extents() const;
-  // Whether a record may be appended now: its size, and a log neither
-  // closed nor failed. The error names the problem.
-  [[nodiscard]] Result<void> admit(std::span<const std::byte> record) const;
+  // Whether `bytes` of record payload (`what`: "record", "batch of 3
+  // records") may be appended now: its size, and a log neither closed nor
+  // failed. The error names the problem.
+  [[nodiscard]] Result<void> admit(uint64_t bytes, const std::string& what) const;
+
+  // One framed record (a data record or a batch) for write().
+  struct Write {
+    seg::Kind kind = seg::Kind::data;
+    std::span<const std::span<const std::byte>> pieces;
+    uint64_t records = 1;  // user records it holds, and their bytes: the metrics
+    uint64_t bytes = 0;
+    bool async = false;          // return once written, without waiting
+    Completion* done = nullptr;  // async only: taken when the record is placed
+    uint32_t shown = 0;          // what `done` is told: the record's position plus this
+  };
+  // Appends after admit(); waits as the mode says unless async.
+  [[nodiscard]] Result<Position> write(const Write& w);
 };
 
 }  // namespace synclog
