@@ -25,7 +25,6 @@ size_t Completions::pending() const {
 bool Completions::fire_ready() {
   std::vector<std::pair<uint64_t, Callback>> ready;
   bool failed = false, closed = false;
-  bool left = false;
   uint64_t durable = 0;
   {
     std::lock_guard lock(mu_);
@@ -39,9 +38,7 @@ bool Completions::fire_ready() {
       auto node = pending_.extract(it++);
       ready.emplace_back(node.key(), std::move(node.mapped()));
     }
-    left = !pending_.empty();
   }
-  if (ready.empty()) return left;
   std::optional<Error> error;
   if (failed) error = driver_.failed_error().error();
   for (auto& [raw, done] : ready) {
@@ -55,7 +52,8 @@ bool Completions::fire_ready() {
                       "the log was closed before " + pos.to_string() + " became durable"));
     }
   }
-  return left;
+  // A callback may have appended again: its callback is pending now.
+  return pending() > 0;
 }
 
 void Completions::run() {
