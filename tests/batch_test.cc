@@ -91,6 +91,57 @@ TEST(Batch, RoundTripAcrossSegmentsAndReopen) {
   EXPECT_TRUE(rep.damage.empty());
 }
 
+// A batch torn anywhere replays none of its records: the log is cut (the
+// rest of the segment zeroed, as a write that never reached the disk) at
+// every 8-byte step inside the last batch, and recovery ends the log at the
+// batch, keeping every record before it.
+TEST(Batch, ATornBatchReplaysNoneOfItsRecords) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.mode = SyncMode::periodic;  // no sync between the records and the batch
+  std::vector<std::string> before;
+  std::vector<Position> batch;
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    for (int i = 0; i < 5; ++i) {
+      before.push_back(make_record(1, i, 40));
+      ASSERT_TRUE((*log)->append(before.back()).has_value());
+    }
+    ASSERT_TRUE((*log)->sync().has_value());
+    const std::vector<std::string> recs = {make_record(2, 0, 30), make_record(2, 1, 9),
+                                           make_record(2, 2, 100)};
+    std::vector<std::string_view> views(recs.begin(), recs.end());
+    auto at = (*log)->append_batch(views);
+    ASSERT_TRUE(at.has_value()) << at.error().describe();
+    batch = *at;
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const Files whole = load_segments(dir.path());
+  const uint64_t id = batch.front().segment();
+  const uint64_t header = batch.front().offset() - 16;   // batch record header, count, reserved
+  const uint64_t end = batch.back().offset() + 8 + 104;  // the last entry, padded
+  int cuts = 0;
+  for (uint64_t cut = header; cut < end; cut += 8) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    Files torn = whole;
+    auto& bytes = torn.at(id);
+    std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(cut), bytes.end(), '\0');
+    TempDir copy;
+    write_segments(copy.path(), torn);
+    Config c = cfg;
+    c.dir = copy.path();
+    RecoveryReport rep;
+    auto got = replay_all(c, &rep);
+    ASSERT_TRUE(got.has_value()) << got.error().describe();
+    ASSERT_EQ(got->size(), before.size()) << "a torn batch replayed some of its records";
+    for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ((*got)[i].data, before[i]);
+    EXPECT_TRUE(rep.damage.empty());
+    ++cuts;
+  }
+  EXPECT_GT(cuts, 20);
+}
+
 TEST(Batch, GatherAppendIsOneRecordOfItsPieces) {
   TempDir dir;
   Config cfg = small_config(dir.path());
