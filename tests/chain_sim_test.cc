@@ -32,7 +32,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -61,16 +64,35 @@ long long env_long(const char* name, long long fallback) {
 // cannot see, so two workers' rings at a reused address look like a race.
 int jobs() { return static_cast<int>(env_long("SYNCLOG_CHAIN_JOBS", kThreadSanitized ? 1 : 2)); }
 
+// How the workload's threads append: one record per blocking append(); one
+// per append_async(), acknowledged by its completion; write batches of 1 to
+// 5 records by append_batch(); or batches by append_batch_async().
+enum class Api { blocking, async, batch, async_batch };
+const char* to_string(Api a) {
+  switch (a) {
+    case Api::blocking:
+      return "append";
+    case Api::async:
+      return "async";
+    case Api::batch:
+      return "batches";
+    case Api::async_batch:
+      return "async-batches";
+  }
+  return "?";
+}
+
 struct Workload {
   SyncMode mode = SyncMode::batch;
+  Api api = Api::blocking;
   bool release = false;
   int threads = 3;
-  int appends = 50;  // per thread
+  int appends = 50;  // calls per thread
 };
 
 std::string describe(const Workload& w) {
   return std::string(to_string(w.mode)) + (w.release ? "+release" : "") + " " +
-         std::to_string(w.threads) + "x" + std::to_string(w.appends);
+         std::to_string(w.threads) + "x" + std::to_string(w.appends) + " " + to_string(w.api);
 }
 
 struct Session {
@@ -82,38 +104,86 @@ struct Session {
   RecoveryReport report;
 };
 
-// Appends from `w.threads` threads; each acknowledgement is recorded when
-// append() (batch, group) or the following sync() (periodic) returns.
+// One thread's appends. Blocking calls are acknowledged when they return
+// (batch, group) or when the following sync() returns (periodic); async
+// ones when their completion reports success, so a completion that fires
+// before its record is durable is caught at the crash moments after it.
+void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed, uint32_t lane) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<std::vector<Position>, std::vector<std::string>>> unsynced;
+  const bool batches = w.api == Api::batch || w.api == Api::async_batch;
+  const bool async = w.api == Api::async || w.api == Api::async_batch;
+  for (int i = 0; i < w.appends; ++i) {
+    const int n = batches ? 1 + static_cast<int>(rng() % 5) : 1;
+    auto recs = std::make_shared<std::vector<std::string>>();
+    for (int j = 0; j < n; ++j) {
+      recs->push_back(
+          make_record(lane, static_cast<uint64_t>(i * 8 + j), 16 + rng() % (batches ? 400 : 1500)));
+    }
+    std::vector<std::string_view> views(recs->begin(), recs->end());
+    Result<std::vector<Position>> at;
+    if (async) {
+      auto positions = std::make_shared<std::vector<Position>>();
+      auto ready = std::make_shared<std::promise<void>>();
+      std::shared_future<void> known = ready->get_future().share();
+      Log::Completion done = [&recorder, recs, positions, known](Result<Position> r) {
+        known.wait();  // the positions are stored before the call returns them
+        EXPECT_TRUE(r.has_value()) << r.error().describe();
+        if (!r) return;
+        EXPECT_EQ(*r, positions->front());
+        recorder.ack_batch(*positions, *recs);
+      };
+      if (batches) {
+        at = log.append_batch_async(views, std::move(done));
+      } else {
+        auto pos = log.append_async(views[0], std::move(done));
+        if (pos)
+          at = std::vector<Position>{*pos};
+        else
+          at = std::unexpected(pos.error());
+      }
+      if (at) *positions = *at;
+      ready->set_value();
+    } else if (batches) {
+      at = log.append_batch(views);
+    } else {
+      auto pos = log.append(views[0]);
+      if (pos)
+        at = std::vector<Position>{*pos};
+      else
+        at = std::unexpected(pos.error());
+    }
+    if (!at) {
+      ADD_FAILURE() << "append failed: " << at.error().describe();
+      return;
+    }
+    if (async) continue;
+    if (w.mode != SyncMode::periodic) {
+      recorder.ack_batch(*at, *recs);
+      continue;
+    }
+    unsynced.emplace_back(std::move(*at), std::move(*recs));
+    if (unsynced.size() == 8 || i + 1 == w.appends) {
+      auto s = log.sync();
+      if (!s) {
+        ADD_FAILURE() << "sync failed: " << s.error().describe();
+        return;
+      }
+      for (auto& [p, bytes] : unsynced) recorder.ack_batch(p, bytes);
+      unsynced.clear();
+    }
+  }
+}
+
+// Appends from `w.threads` threads while, if the workload says so, another
+// releases what is durable.
 void run_workload(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
                   uint32_t session) {
   std::vector<std::thread> threads;
   for (int t = 0; t < w.threads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937_64 rng(mix_seed(seed, static_cast<uint64_t>(t)));
-      std::vector<std::pair<Position, std::string>> unsynced;
-      for (int i = 0; i < w.appends; ++i) {
-        const std::string rec = make_record((session << 8) | static_cast<uint32_t>(t),
-                                            static_cast<uint64_t>(i), 16 + rng() % 1500);
-        auto pos = log.append(rec);
-        if (!pos) {
-          ADD_FAILURE() << "append failed: " << pos.error().describe();
-          return;
-        }
-        if (w.mode != SyncMode::periodic) {
-          recorder.ack(*pos, rec);
-          continue;
-        }
-        unsynced.emplace_back(*pos, rec);
-        if (unsynced.size() == 8 || i + 1 == w.appends) {
-          auto s = log.sync();
-          if (!s) {
-            ADD_FAILURE() << "sync failed: " << s.error().describe();
-            return;
-          }
-          for (auto& [p, bytes] : unsynced) recorder.ack(p, bytes);
-          unsynced.clear();
-        }
-      }
+      append_some(log, recorder, w, mix_seed(seed, static_cast<uint64_t>(t)),
+                  (session << 8) | static_cast<uint32_t>(t));
     });
   }
   std::atomic<bool> done{false};
@@ -204,16 +274,21 @@ Oracle next_oracle(const Oracle* prev, uint64_t prev_k, const Verdict* v, const 
     for (const Ack& a : prev->order) {
       if (a.position.segment() < floor &&
           (s.replayed.empty() || a.position < s.replayed.front().first)) {
-        o.order.push_back(Ack{UINT64_MAX, a.position, a.bytes});
+        o.order.push_back(Ack{UINT64_MAX, a.position, a.bytes, a.batch});
       }
     }
     for (const auto& [seq, pos] : prev->releases) {
       if (seq < prev_k) o.releases.emplace_back(0, pos);
     }
+    // A replayed batch stays one: a later crash must not split it either.
+    std::map<Position, uint64_t> batch_of;
+    for (const Ack& a : prev->order) batch_of[a.position] = a.batch;
     const size_t start = v->end - s.replayed.size();
     for (size_t i = 0; i < s.replayed.size(); ++i) {
       const bool required = start + i < v->required;
-      o.order.push_back(Ack{required ? 0 : UINT64_MAX, s.replayed[i].first, s.replayed[i].second});
+      const auto b = batch_of.find(s.replayed[i].first);
+      o.order.push_back(Ack{required ? 0 : UINT64_MAX, s.replayed[i].first, s.replayed[i].second,
+                            b == batch_of.end() ? 0 : b->second});
     }
   }
   for (const Ack& a : s.rec.acks) o.order.push_back(a);
@@ -326,6 +401,7 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
     const int m = static_cast<int>(rng() % 3);
     w.mode = m == 0 ? SyncMode::batch : m == 1 ? SyncMode::group : SyncMode::periodic;
     w.release = rng() % 2 == 0;
+    w.api = static_cast<Api>(rng() % 4);
     Session sess = record_session(cfg, base, w, mix_seed(seed, 100 + s), static_cast<uint32_t>(s));
     ++totals->sessions;
     trail += " session " + std::to_string(s + 1) + " (" + describe(w) + ")";

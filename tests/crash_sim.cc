@@ -75,7 +75,7 @@ struct In {
 // An mmap sync marker: a record of one Position, 8-byte aligned.
 constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kPositionPayload);
 
-constexpr uint64_t kRecordingMagic = 0x31534d4953485243ull;  // "CRHSIMS1"
+constexpr uint64_t kRecordingMagic = 0x32534d4953485243ull;  // "CRHSIMS2"
 
 }  // namespace
 
@@ -174,6 +174,7 @@ bool Recording::save(const std::filesystem::path& path) const {
     o.u64(a.seq);
     o.u64(a.position.raw());
     o.str(a.bytes);
+    o.u64(a.batch);
   }
   o.u64(releases.size());
   for (const auto& [seq, pos] : releases) {
@@ -210,6 +211,7 @@ bool Recording::load(const std::filesystem::path& path, Recording* out) {
     a.seq = in.u64();
     a.position = Position::from_raw(in.u64());
     in.bytes(&a.bytes);
+    a.batch = in.u64();
     r.acks.push_back(std::move(a));
   }
   const uint64_t nr = in.u64();
@@ -301,6 +303,15 @@ void Recorder::ack(Position position, std::span<const std::byte> bytes) {
   std::lock_guard lock(mu_);
   a.seq = next_++;
   rec_.acks.push_back(std::move(a));
+}
+
+void Recorder::ack_batch(std::span<const Position> positions,
+                         std::span<const std::string> records) {
+  std::lock_guard lock(mu_);
+  const uint64_t seq = next_++;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    rec_.acks.push_back(Ack{seq, positions[i], records[i], positions.front().raw()});
+  }
 }
 
 void Recorder::release(Position position) {
@@ -825,6 +836,18 @@ Verdict Checker::verify(const Replay& got, uint64_t k, const RecoveryReport& rep
   }
   const size_t end = start + got.size();
   v.end = end;
+  // A write batch is one record under one checksum: all or none.
+  const auto splits = [&](size_t i) {
+    return i > 0 && i < order_.size() && order_[i].batch != 0 &&
+           order_[i].batch == order_[i - 1].batch;
+  };
+  if (!got.empty() && (splits(start) || splits(end))) {
+    const size_t at = splits(start) ? start : end;
+    return fail("partial batch: replay " + std::string(at == start ? "starts" : "ends") +
+                " inside the write batch at " + Position::from_raw(order_[at].batch).to_string() +
+                ", before its record at " + order_[at].position.to_string() + " (" + report.str() +
+                ")");
+  }
   if (end < v.required) {
     const Ack& missing = order_[std::max(end, first_required)];
     return fail("G1: replay returned records " + std::to_string(start) + ".." +

@@ -31,7 +31,8 @@
 //    not, applied in order (an op whose source is gone is skipped).
 // Checker opens the image with Log::open, replays everything and checks G1
 // (every append acknowledged before k is there), G2 (a prefix of the log
-// order, which is Position order) and G3 (byte-identical, nothing extra).
+// order, which is Position order), G3 (byte-identical, nothing extra) and
+// that a write batch replays all or none.
 #pragma once
 
 #include <chrono>
@@ -67,6 +68,9 @@ struct Ack {
   uint64_t seq = 0;
   Position position;
   std::string bytes;
+  // The records of one write batch share it (the raw position of its first
+  // record): they replay all or none. 0 for a record on its own.
+  uint64_t batch = 0;
 };
 
 struct Recording {
@@ -108,6 +112,9 @@ class Recorder : public io::Hook {
   void ack(Position position, std::string_view bytes) {
     ack(position, std::as_bytes(std::span(bytes.data(), bytes.size())));
   }
+
+  // The same for a whole write batch, acknowledged at one moment.
+  void ack_batch(std::span<const Position> positions, std::span<const std::string> records);
 
   // Call just before Log::release_before(position).
   void release(Position position);

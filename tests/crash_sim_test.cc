@@ -300,6 +300,23 @@ Config run_config() {
   return cfg;
 }
 
+// The checker itself: a replay that ends, or starts, inside a write batch
+// fails, one that takes the batch whole or not at all passes.
+TEST(CrashSim, CheckerRefusesAPartialBatch) {
+  const Position a(1, 64), b(1, 96), c(1, 128), d(1, 160);
+  const std::vector<Ack> order = {Ack{0, a, "a", 0}, Ack{UINT64_MAX, b, "b", b.raw()},
+                                  Ack{UINT64_MAX, c, "c", b.raw()}, Ack{UINT64_MAX, d, "d", 0}};
+  const Checker chk(order, {});
+  const RecoveryReport rep;
+  EXPECT_TRUE(chk.verify({{a, "a"}}, 1, rep).ok);
+  EXPECT_TRUE(chk.verify({{a, "a"}, {b, "b"}, {c, "c"}}, 1, rep).ok);
+  const Verdict torn = chk.verify({{a, "a"}, {b, "b"}}, 1, rep);
+  EXPECT_FALSE(torn.ok);
+  EXPECT_NE(torn.problem.find("partial batch"), std::string::npos) << torn.problem;
+  const Verdict late = chk.verify({{c, "c"}, {d, "d"}}, 1, rep);
+  EXPECT_FALSE(late.ok) << "a replay may not begin inside a batch";
+}
+
 TEST(CrashSim, OldOrNewSectors) {
   std::cout << "[crash-sim] base seed " << kBaseSeed << std::endl;
   const Recording rec = record_run(run_config(), kBaseSeed);

@@ -7,37 +7,12 @@
 #include <mutex>
 #include <thread>
 
+#include "fail_nth_sync.h"
 #include "io/hook.h"
 #include "test_util.h"
 
 namespace synclog::test {
 namespace {
-
-// Fails the n-th operation that makes segment data durable with EIO, then
-// counts every such operation that follows.
-class FailNthSync : public io::Hook {
- public:
-  explicit FailNthSync(int n) : n_(n) {}
-  int before(const io::Event& e) override {
-    if (!is_data_sync(e)) return 0;
-    const int k = ++count_;
-    if (k == n_) return EIO;
-    if (k > n_) ++after_failure_;
-    return 0;
-  }
-  int after_failure() const { return after_failure_.load(); }
-  bool fired() const { return count_.load() >= n_; }
-
- private:
-  static bool is_data_sync(const io::Event& e) {
-    const bool segment = e.path.extension() == ".seg";
-    return segment &&
-           (e.op == io::Op::msync || e.op == io::Op::datasync || e.op == io::Op::direct_write);
-  }
-  const int n_;
-  std::atomic<int> count_{0};
-  std::atomic<int> after_failure_{0};
-};
 
 TEST(Fault, FailedSyncStopsTheLogForEveryWriter) {
   TempDir dir;

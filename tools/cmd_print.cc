@@ -10,6 +10,7 @@
 #include "json_out.h"
 #include "payload_text.h"
 #include "record_walk.h"
+#include "segments/batch.h"
 #include "segments/recovery.h"
 
 namespace synclog::dump {
@@ -28,6 +29,8 @@ std::string marker_detail(const seg::RecordView& r) {
       return "(accepted loss at " + l.at.to_string() + ", " + std::to_string(l.bytes) +
              " bytes: " + l.reason + ")";
     }
+    case seg::Kind::batch:
+      return "(the " + std::to_string(seg::batch_count(r)) + " records that follow, all or none)";
     default:
       return {};
   }
@@ -38,6 +41,7 @@ json record_json(Position at, const seg::RecordView& r) {
             {"kind", kind_name(r.kind)}, {"size", r.payload.size()}, {"framed", r.framed}};
   if (r.kind == seg::Kind::sync) j["durable_before"] = to_json(r.position_payload());
   if (r.kind == seg::Kind::session) j["previous_end"] = to_json(r.position_payload());
+  if (r.kind == seg::Kind::batch) j["records"] = seg::batch_count(r);
   if (r.kind == seg::Kind::loss) {
     const seg::LossRecord l = seg::decode_loss(r.payload);
     j["loss"] = {{"position", to_json(l.at)}, {"bytes", l.bytes}, {"reason", l.reason}};

@@ -56,8 +56,8 @@ uint64_t damaged_bytes(const RecoveryReport& r) {
   return n;
 }
 
-constexpr seg::Kind kKinds[] = {seg::Kind::data, seg::Kind::sync, seg::Kind::session,
-                                seg::Kind::loss, seg::Kind::end};
+constexpr seg::Kind kKinds[] = {seg::Kind::data, seg::Kind::sync,  seg::Kind::session,
+                                seg::Kind::loss, seg::Kind::batch, seg::Kind::end};
 
 struct Stats {
   std::map<seg::Kind, Tally> kinds;

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "io/file.h"
+#include "segments/batch.h"
 #include "segments/segment.h"
 #include "segments/segment_reader.h"
 
@@ -84,6 +85,11 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
         ++f.records;
         if (!f.first_data) f.first_data = off;
         f.last_data = off;
+      }
+      if (d.record.kind == seg::Kind::batch) {
+        f.records += seg::batch_count(d.record);
+        if (!f.first_data) f.first_data = seg::first_entry(d.record);
+        f.last_data = seg::last_entry(d.record);
       }
       off += d.record.framed;
       continue;

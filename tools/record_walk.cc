@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "dir_scan.h"
+#include "segments/batch.h"
 #include "segments/segment.h"
 #include "segments/segment_reader.h"
 
@@ -22,12 +23,13 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
     }
     uint32_t off = e.begin;
     // Deep inside a segment, --from starts at its record when a record
-    // starts there (its checksum names the offset, F2), as Log::read does.
+    // starts there (its checksum names the offset, F2), or at the batch
+    // holding it, as Log::read does.
     if (range.from && range.from->segment() == e.segment && range.from->offset() > e.begin &&
         range.from->offset() < e.end) {
-      auto d = segment->record(range.from->offset());
-      if (!d) return std::unexpected(d.error());
-      if (d->status == seg::Decode::ok) off = range.from->offset();
+      auto start = seg::start_of(*segment, e.begin, range.from->offset());
+      if (!start) return std::unexpected(start.error());
+      if (*start) off = **start;
     }
     while (off < e.end) {
       auto decoded = segment->record(off);
@@ -36,9 +38,27 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
       if (d.status != seg::Decode::ok) break;  // only for an open extent (UINT32_MAX)
       const Position at(e.segment, off);
       off += d.record.framed;
-      if (range.from && at < *range.from) continue;
-      if (range.to && at >= *range.to) return {};
-      if (!visit(at, d.record)) return {};
+      // False once the walk is to stop (past range.to, or the visitor said so).
+      auto offer = [&](Position p, const seg::RecordView& r) {
+        if (range.from && p < *range.from) return true;
+        if (range.to && p >= *range.to) return false;
+        return visit(p, r);
+      };
+      if (d.record.kind != seg::Kind::batch) {
+        if (!offer(at, d.record)) return {};
+        continue;
+      }
+      const seg::RecordView& batch = d.record;
+      seg::RecordView head = batch;
+      head.payload = batch.payload.first(seg::kBatchHeader);
+      head.framed = seg::kRecordHeaderSize + seg::kBatchHeader;
+      if (!offer(at, head)) return {};
+      for (auto r = seg::inner_at(batch, seg::first_entry(batch)); r;
+           r = seg::inner_at(batch, r->offset + r->framed)) {
+        if (!offer(Position(e.segment, r->offset),
+                   {seg::Kind::data, r->offset, r->framed, r->data}))
+          return {};
+      }
     }
   }
   return {};

@@ -16,8 +16,11 @@
 namespace synclog::dump {
 
 // Called for each record at `at`, range.from <= at < range.to (range.limit
-// is the caller's business). The record and its payload stay valid only
-// during the call. Return false to stop the walk.
+// is the caller's business). A batch record comes as itself (kind batch,
+// its payload the 8-byte batch header, framed 16), then each of its records
+// as a data record at its own position (framed: its entry's bytes), so that
+// data records are what replay returns and framed bytes still add up. The record and its payload
+// stay valid only during the call. Return false to stop the walk.
 using RecordVisitor = std::function<bool(Position at, const seg::RecordView& record)>;
 
 // An error only if a segment file cannot be read.

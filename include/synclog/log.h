@@ -4,15 +4,18 @@
 //   for (auto r = log.value()->read(); ...)         // replay
 //   auto pos = log.value()->append(bytes);           // durable on return in batch/group mode
 //
-// Thread safety: append(), sync(), durable(), stats(), read(), segments(),
-// disk_bytes() and oldest() may be called from any number of threads at once. release_before() may
-// be called concurrently with appends. close() must not race with other calls; the destructor
-// closes a log that is still open.
+// Thread safety: append() (every overload), append_batch(), append_async(),
+// wait_durable(), sync(), durable(), stats(), read(), segments(), disk_bytes()
+// and oldest() may be called from any number of threads at once.
+// release_before() may be called concurrently with appends. close() must not
+// race with other calls (callbacks of append_async() may still be pending:
+// close() runs or fails each); the destructor closes a log that is still open.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,7 +33,8 @@
 namespace synclog {
 
 struct Record {
-  Position position;                // where the record starts; pass to release_before
+  Position position;                // where the record starts (inside its batch for a batch's
+                                    // records); what append() returned; pass to release_before
   std::span<const std::byte> data;  // valid until the Reader's next call
 };
 
@@ -154,8 +158,68 @@ class SYNCLOG_API Log {
     return append(std::as_bytes(std::span(record.data(), record.size())));
   }
 
+  // Appends one record given in pieces (gather input): the record is their
+  // concatenation, checksummed and copied into the log with no intermediate
+  // copy. Empty pieces are allowed; the total has the limits, the errors
+  // and the wait of append(). The pieces are read only during the call.
+  [[nodiscard]] Result<Position> append(std::span<const std::span<const std::byte>> pieces);
+
+  // Appends `records` as one write batch: contiguous in the log, in order,
+  // and recovered all or none (a crash never replays part of a batch).
+  // Returns each record's position, ascending; readers, tailers, read(from)
+  // and release_before treat them like the positions append() returns. In
+  // batch and group mode it returns once every record is durable; in
+  // periodic mode at once. Errc::invalid_argument for an empty batch, an
+  // empty record, or a batch whose encoding (8 bytes, plus 8 per record and
+  // each record padded to 8) exceeds config.max_record_size(). Thread-safe
+  // like append(); concurrent batches never interleave.
+  [[nodiscard]] Result<std::vector<Position>> append_batch(
+      std::span<const std::span<const std::byte>> records);
+  [[nodiscard]] Result<std::vector<Position>> append_batch(
+      std::span<const std::string_view> records);
+
   // Makes everything appended before the call durable.
   [[nodiscard]] Result<void> sync();
+
+  // ---- Many appends in flight from few threads ----
+  // Called exactly once per append_async() that returned a position: with
+  // that position once the record and everything before it is durable, or
+  // with the error if the log fails or closes first (after a failed sync
+  // every pending callback gets Errc::failed, even one whose record had
+  // become durable). Runs on one thread of the log, one callback at a time,
+  // in position order, never under a lock that appenders take. It must be
+  // short and must not wait on the log: no append() or sync() in batch or
+  // group mode, no wait_durable(), no close(). append_async() is fine.
+  using Completion = std::function<void(Result<Position>)>;
+  // Appends like append() but returns at once in every mode with where the
+  // record starts (periodic mode still blocks while the syncer lags past
+  // lag_bound, as append() does). `done`, if given, is called as above.
+  // In batch mode the log's thread leads the sync such appends need.
+  [[nodiscard]] Result<Position> append_async(std::span<const std::byte> record,
+                                              Completion done = {});
+  [[nodiscard]] Result<Position> append_async(std::string_view record, Completion done = {}) {
+    return append_async(std::as_bytes(std::span(record.data(), record.size())), std::move(done));
+  }
+  // append_batch() that returns at once, as append_async() does; `done`, if
+  // given, is called once for the whole batch, with its first record's
+  // position, when every record of it is durable (or with the error).
+  [[nodiscard]] Result<std::vector<Position>> append_batch_async(
+      std::span<const std::span<const std::byte>> records, Completion done = {});
+  [[nodiscard]] Result<std::vector<Position>> append_batch_async(
+      std::span<const std::string_view> records, Completion done = {});
+  // Waits until the record at `pos` (a position append() or append_async()
+  // returned) is durable. Errc::timeout once `timeout` passes (the record
+  // may still become durable), Errc::failed after a failed sync,
+  // Errc::closed if the log closed first, Errc::invalid_argument for a
+  // position past everything appended. Any thread; in batch mode it asks
+  // the log's thread for the sync, never leading one itself.
+  [[nodiscard]] Result<void> wait_durable(Position pos, std::chrono::nanoseconds timeout);
+  // A non-blocking eventfd that becomes readable whenever durable()
+  // advances, the log fails or it closes: an epoll or io_uring loop drives
+  // the log with it and no extra thread. Read its 8 bytes to re-arm it,
+  // then look at durable() (a wake-up may bring nothing new). Made at the
+  // first call; the log owns it (never close it) until the Log is destroyed.
+  [[nodiscard]] Result<int> durable_fd();
 
   // Every record starting before this position is durable.
   Position durable() const;

@@ -7,7 +7,6 @@
 #include <random>
 
 #include "io/align.h"
-#include "io/clock.h"
 #include "io/filesystem.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
@@ -248,6 +247,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
                                                                                          : 8,
       impl->metrics);
   impl->driver->start();
+  impl->completions = std::make_unique<Completions>(*impl->driver);
   if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());
   impl->lock.keep();
   std::unique_ptr<Log> log(new Log(std::move(impl)));
@@ -263,47 +263,9 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
 }
 
 Result<Position> Log::append(std::span<const std::byte> record) {
-  if (record.empty())
-    return make_error(Errc::invalid_argument, "empty record (records hold 1 byte or more)");
-  if (record.size() > impl_->config.max_record_size()) {
-    return make_error(
-        Errc::invalid_argument,
-        "record of " + std::to_string(record.size()) + " bytes exceeds the maximum of " +
-            std::to_string(impl_->config.max_record_size()) +
-            " (Config::max_record_size(): half of segment_size " +
-            std::to_string(impl_->config.segment_size) + " less 64, at most 16MiB-1)");
-  }
-  if (impl_->closing.load(std::memory_order_relaxed)) {
-    return make_error(Errc::closed, "the log is closed");
-  }
-  if (impl_->driver->failed()) {
-    auto f = impl_->driver->failure();
-    return make_error(Errc::failed, "the log stopped after a failed sync: " + f->message,
-                      f->sys_errno);
-  }
-  if (!impl_->config.metrics) {
-    auto pos = impl_->appender->append(seg::Kind::data, record);
-    if (!pos) return pos;
-    if (auto r = impl_->driver->after_append(*pos); !r) return std::unexpected(r.error());
-    return pos;
-  }
-  metrics::Shard& shard = impl_->metrics.local();
-  const bool waits = impl_->config.mode != SyncMode::periodic;
-  const bool timed = waits || shard.sample();
-  const uint64_t start = timed ? io::now_ns() : 0;
-  auto pos = impl_->appender->append(seg::Kind::data, record);
-  if (!pos) return pos;
-  const uint64_t written = waits ? io::now_ns() : 0;
-  auto r = impl_->driver->after_append(*pos);
-  if (timed) {
-    const uint64_t end = io::now_ns();
-    shard.record(metrics::Hist::append, end - start);
-    if (waits) shard.record(metrics::Hist::durable_wait, end - written);
-  }
-  shard.add(metrics::Count::appends, 1);
-  shard.add(metrics::Count::bytes, record.size());
-  if (!r) return std::unexpected(r.error());
-  return pos;
+  if (auto r = impl_->admit(record.size(), "record"); !r) return std::unexpected(r.error());
+  const std::span<const std::byte> one[1] = {record};
+  return impl_->write({.pieces = one, .bytes = record.size()});
 }
 
 Result<void> Log::sync() {
@@ -428,6 +390,9 @@ Result<void> Log::close() {
   if (impl_->closed) return {};
   impl_->closing.store(true);
   auto r = impl_->driver->close();
+  // After the driver: every pending callback's record is durable by now,
+  // or the close failed and each gets the error.
+  if (impl_->completions) impl_->completions->stop();
   auto m = impl_->manager->stop();
   impl_->closed = true;
   impl_->lock.release();

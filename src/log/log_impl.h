@@ -7,10 +7,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "io/file.h"
+#include "log/completions.h"
 #include "log/dir_lock.h"
 #include "metrics/metrics.h"
 #include "segments/appender.h"
@@ -34,6 +36,7 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   std::string backend_description;
   uint32_t block_size = 0;
   std::unique_ptr<sync::Driver> driver;
+  std::unique_ptr<Completions> completions;  // after driver: destroyed first
   metrics::Metrics metrics;
   std::atomic<bool> closing{false};
   bool closed = false;
@@ -52,6 +55,23 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   mutable std::map<uint64_t, Bounds> bounds;
 
   std::vector<seg::Extent> readable_extents() const;
+  // Whether `bytes` of record payload (`what`: "record", "batch of 3
+  // records") may be appended now: its size, and a log neither closed nor
+  // failed. The error names the problem.
+  [[nodiscard]] Result<void> admit(uint64_t bytes, const std::string& what) const;
+
+  // One framed record (a data record or a batch) for write().
+  struct Write {
+    seg::Kind kind = seg::Kind::data;
+    std::span<const std::span<const std::byte>> pieces;
+    uint64_t records = 1;  // user records it holds, and their bytes: the metrics
+    uint64_t bytes = 0;
+    bool async = false;          // return once written, without waiting
+    Completion* done = nullptr;  // async only: taken when the record is placed
+    uint32_t shown = 0;          // what `done` is told: the record's position plus this
+  };
+  // Appends after admit(); waits as the mode says unless async.
+  [[nodiscard]] Result<Position> write(const Write& w);
 };
 
 }  // namespace synclog

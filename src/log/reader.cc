@@ -5,6 +5,7 @@
 
 #include "io/file.h"
 #include "log/log_impl.h"
+#include "segments/batch.h"
 #include "segments/format.h"
 #include "segments/segment_reader.h"
 
@@ -20,10 +21,16 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {
   bool in_extent = false;
   std::optional<seg::SegmentReader> segment;
   uint64_t off = 0;
+  // The batch record whose inner records are being returned (its payload
+  // stays valid: the segment is not read again until they are all out),
+  // and the entry of the next one.
+  std::optional<seg::RecordView> batch;
+  uint32_t entry = 0;
 
   Result<void> open_segment(uint64_t id);
   // Where to start in extent `e`: its first record, or `from` itself when
-  // that is where a record of the extent starts.
+  // that is where a record of the extent starts (or the batch holding the
+  // record at `from`).
   Result<uint64_t> start_in(const seg::Extent& e);
   Result<std::optional<Record>> next();
   // Moves the end to `new_limit` (for tailing): reads on from just after
@@ -60,16 +67,14 @@ Result<void> Reader::Impl::open_segment(uint64_t id) {
 Result<uint64_t> Reader::Impl::start_in(const seg::Extent& e) {
   if (e.segment != from.segment() || from.offset() <= e.begin) return e.begin;
   if (from_is_boundary) return std::max<uint64_t>(e.begin, from.offset());
-  // A position from append() or a Record is where a record starts. Its
-  // checksum covers the segment id and the offset (F2), so a record that
-  // validates there was written there: start at it without reading the
-  // segment before it. Any other position is found by walking from the
-  // extent's first record.
+  // A position from append(), append_batch() or a Record is where a record
+  // starts, or an inner record of a batch: start there (at its batch) without
+  // reading the segment before it. Any other position is found by walking
+  // from the extent's first record.
   if (from.offset() >= e.end) return e.begin;
-  auto d = segment->record(static_cast<uint32_t>(from.offset()));
-  if (!d) return std::unexpected(d.error());
-  if (d->status == seg::Decode::ok && d->record.kind == seg::Kind::data) return from.offset();
-  return e.begin;
+  auto start = seg::start_of(*segment, e.begin, from.offset());
+  if (!start) return std::unexpected(start.error());
+  return start->value_or(e.begin);
 }
 
 Result<std::optional<Record>> Reader::Impl::next() {
@@ -86,6 +91,22 @@ Result<std::optional<Record>> Reader::Impl::next() {
       if (!start) return std::unexpected(start.error());
       off = *start;
       in_extent = true;
+    }
+    if (batch) {
+      auto inner = seg::inner_at(*batch, entry);
+      if (!inner) {
+        batch.reset();
+        continue;
+      }
+      entry = inner->offset + inner->framed;
+      const Position at(e.segment, inner->offset);
+      if (at < from) continue;
+      // After the batch's last record the next read starts past the batch
+      // (off); inside it, at the next entry, which start_in finds again.
+      const bool last = !seg::inner_at(*batch, entry);
+      from = Position(e.segment, last ? off : entry);
+      from_is_boundary = last;
+      return Record{at, inner->data};
     }
     const uint64_t end = std::min<uint64_t>(e.end, segment->end());
     if (off >= end) {
@@ -110,6 +131,11 @@ Result<std::optional<Record>> Reader::Impl::next() {
     const Position at(e.segment, off);
     off += d.record.framed;
     if (d.record.kind == seg::Kind::end) off = end;
+    if (d.record.kind == seg::Kind::batch) {
+      batch = d.record;
+      entry = seg::first_entry(d.record);
+      continue;
+    }
     if (d.record.kind == seg::Kind::data && at >= from) {
       from = Position(e.segment, off);
       from_is_boundary = true;
@@ -124,6 +150,7 @@ void Reader::Impl::extend(Position new_limit, std::vector<seg::Extent> new_exten
   extents = std::move(new_extents);
   index = 0;
   in_extent = false;
+  batch.reset();
 }
 
 struct __attribute__((visibility("hidden"))) Tailer::Impl {

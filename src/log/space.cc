@@ -6,6 +6,7 @@
 
 #include "io/file.h"
 #include "log/log_impl.h"
+#include "segments/batch.h"
 #include "segments/format.h"
 #include "segments/segment_reader.h"
 
@@ -76,6 +77,9 @@ Result<std::optional<Position>> first_record(const std::filesystem::path& dir,
                               " no longer validates: " + (d->reason ? d->reason : "zeroed"));
       }
       if (d->record.kind == seg::Kind::data) return Position(e.segment, off);
+      if (d->record.kind == seg::Kind::batch) {
+        return Position(e.segment, seg::first_entry(d->record));
+      }
       if (d->record.kind == seg::Kind::end) break;
       off += d->record.framed;
     }

@@ -34,17 +34,28 @@ Result<Position> Appender::append_position(Kind kind, Position value) {
 }
 
 Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload) {
+  const std::span<const std::byte> one[1] = {payload};
+  return append_gathered(kind, one);
+}
+
+Result<Position> Appender::append_gathered(Kind kind,
+                                           std::span<const std::span<const std::byte>> pieces,
+                                           const Placed* placed) {
   inflight::Slot* slot = &inflight_.mine();
-  const uint64_t size = framed_size(static_cast<uint32_t>(payload.size()));
+  uint64_t len = 0;
+  for (const auto& piece : pieces) len += piece.size();
+  const uint64_t size = framed_size(static_cast<uint32_t>(len));
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
     inflight::begin(*slot);
     Segment* seg = active_.load(std::memory_order_acquire);
     const uint64_t off = seg->reserved.fetch_add(size);
     if (off + size <= seg->capacity()) {
-      encode_record(seg->image(), seg->id(), static_cast<uint32_t>(off), kind, payload);
+      encode_gathered(seg->image(), seg->id(), static_cast<uint32_t>(off), kind, pieces);
+      const Position at(seg->id(), off);
+      if (placed) placed->fn(placed->context, at);
       inflight::end(*slot);
-      return Position(seg->id(), off);
+      return at;
     }
     on_overflow(seg, off);
     inflight::end(*slot);

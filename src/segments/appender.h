@@ -40,6 +40,18 @@ class Appender {
 
   // Appends one record; returns where it starts.
   [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
+  // Called with the record's position inside the writer's inflight window:
+  // a sync that covers the record cannot finish before the call returns.
+  struct Placed {
+    void (*fn)(void* context, Position at);
+    void* context;
+  };
+  // The same with the payload in pieces, copied straight into the image
+  // (the caller keeps the total within kMaxPayload); `placed`, if given, is
+  // called once the record is in place. It must not wait on a sync.
+  [[nodiscard]] Result<Position> append_gathered(Kind kind,
+                                                 std::span<const std::span<const std::byte>> pieces,
+                                                 const Placed* placed = nullptr);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
   // Appends a sync marker naming `durable`; with align > 8 its padding ends

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "io/crc32c.h"
+#include "segments/batch.h"
 
 namespace synclog::seg {
 namespace {
@@ -24,14 +25,17 @@ constexpr uint32_t kHeaderCrcOffset = kHeaderSize - 4;
 
 // The checksum salts the record with where it belongs (F2): the segment id
 // and the offset, then the length/kind word, then the payload.
-uint32_t record_crc(uint64_t segment_id, uint32_t offset, uint32_t word,
-                    std::span<const std::byte> payload) {
+uint32_t salt_crc(uint64_t segment_id, uint32_t offset, uint32_t word) {
   std::byte salt[16];
   store(salt, segment_id);
   store(salt + 8, offset);
   store(salt + 12, word);
-  uint32_t crc = io::crc32c(0, salt);
-  return io::crc32c(crc, payload);
+  return io::crc32c(0, salt);
+}
+
+uint32_t record_crc(uint64_t segment_id, uint32_t offset, uint32_t word,
+                    std::span<const std::byte> payload) {
+  return io::crc32c(salt_crc(segment_id, offset, word), payload);
 }
 
 // What makes a header word impossible, whatever the payload holds; null if
@@ -53,6 +57,8 @@ const char* check_word(uint32_t word) {
       return len < kLossFixedPayload || len > kLossFixedPayload + kMaxLossReason
                  ? "bad loss record length"
                  : nullptr;
+    case Kind::batch:
+      return len < kBatchMinPayload || len % kAlign != 0 ? "bad batch record length" : nullptr;
     default:
       return "unknown record kind";
   }
@@ -111,6 +117,27 @@ void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t off
   store(p, record_crc(segment_id, offset, word, payload));
 }
 
+void encode_gathered(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
+                     std::span<const std::span<const std::byte>> pieces) {
+  std::byte* p = image.data() + offset;
+  uint64_t len = 0;
+  for (const auto& piece : pieces) len += piece.size();
+  const uint32_t word = static_cast<uint32_t>(len) | (static_cast<uint32_t>(kind) << 24);
+  uint32_t crc = salt_crc(segment_id, offset, word);
+  std::byte* at = p + kRecordHeaderSize;
+  for (const auto& piece : pieces) {
+    if (piece.empty()) continue;
+    std::memcpy(at, piece.data(), piece.size());
+    crc = io::crc32c(crc, piece);
+    at += piece.size();
+  }
+  const uint32_t pad =
+      framed_size(static_cast<uint32_t>(len)) - kRecordHeaderSize - static_cast<uint32_t>(len);
+  if (pad > 0) std::memset(at, 0, pad);
+  store(p + 4, word);
+  store(p, crc);
+}
+
 void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset,
                             Kind kind, Position value) {
   std::byte payload[kPositionPayload];
@@ -130,6 +157,8 @@ const char* to_string(Kind k) {
       return "session";
     case Kind::loss:
       return "loss";
+    case Kind::batch:
+      return "batch";
     case Kind::none:
       break;
   }
@@ -203,6 +232,14 @@ Decoded decode_record(std::span<const std::byte> window, uint64_t base, uint64_t
   if (record_crc(segment_id, offset, word, payload) != crc) {
     d.reason = "record checksum mismatch";
     return d;
+  }
+  // A checksum over a malformed batch means a writer bug or crafted bytes:
+  // bad like damage, so no reader has to trust the inner lengths.
+  if (kind == Kind::batch) {
+    if (const char* why = check_batch(payload)) {
+      d.reason = why;
+      return d;
+    }
   }
   d.status = Decode::ok;
   d.record = RecordView{kind, offset, static_cast<uint32_t>(framed), payload};

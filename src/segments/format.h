@@ -20,9 +20,11 @@ namespace synclog::seg {
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
-// Version 2 added the loss record. Version 1 files (no loss records) are
-// read as they are; every header this build writes says 2.
-inline constexpr uint32_t kVersion = 2;
+// Version 2 added the loss record, version 3 the batch record. Older files
+// are read as they are; every header this build writes says 3, so a build
+// that does not know batch records refuses the directory instead of taking
+// one for damage.
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
@@ -38,9 +40,10 @@ enum class Kind : uint8_t {
   end = 3,      // end of segment: replay continues in the next segment
   session = 4,  // first record of a session: payload = where the previous session ended
   loss = 5,     // after a session record: a loss that recovery accepted (LossRecord)
+  batch = 6,    // several user records under one checksum: all or none (batch.h)
 };
 
-// "data", "sync", "end", "session", "loss" or "none".
+// "data", "sync", "end", "session", "loss", "batch" or "none".
 const char* to_string(Kind k);
 
 // The payload of a loss record: what an open dropped, in its recovery mode,
@@ -78,6 +81,10 @@ void encode_header(const SegmentHeader& h, std::span<std::byte> out);
 // header. `image` must hold framed_size(payload.size()) bytes at offset.
 void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
                    std::span<const std::byte> payload);
+// The same with the payload given in pieces, copied one after the other
+// and checksummed as one payload (no intermediate buffer).
+void encode_gathered(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
+                     std::span<const std::span<const std::byte>> pieces);
 void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset,
                             Kind kind, Position value);
 

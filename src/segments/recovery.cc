@@ -7,6 +7,7 @@
 #include <string>
 
 #include "io/file.h"
+#include "segments/batch.h"
 #include "segments/format.h"
 #include "segments/segment.h"
 #include "segments/segment_reader.h"
@@ -409,6 +410,7 @@ Result<Recovered> Recovery::run() {
       const Decoded d = *decoded;
       if (d.status == Decode::ok && d.record.kind != Kind::end) {
         if (d.record.kind == Kind::data) ++rep.records;
+        if (d.record.kind == Kind::batch) rep.records += batch_count(d.record);
         off += d.record.framed;
         continue;
       }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "segments/batch.h"
+
 namespace synclog::seg {
 
 Result<SegmentReader> SegmentReader::open(const std::filesystem::path& path, uint64_t id,
@@ -60,6 +62,26 @@ Result<std::span<const std::byte>> SegmentReader::bytes(uint64_t offset, size_t 
   if (at >= buf_.size()) return std::span<const std::byte>();
   return std::span<const std::byte>(buf_).subspan(static_cast<size_t>(at),
                                                   std::min<size_t>(n, buf_.size() - at));
+}
+
+Result<std::optional<uint32_t>> start_of(SegmentReader& segment, uint64_t begin, uint64_t at) {
+  if (at < begin || at % kAlign != 0 || at + kRecordHeaderSize > segment.end()) {
+    return std::nullopt;
+  }
+  const auto here = static_cast<uint32_t>(at);
+  auto d = segment.record(here);
+  if (!d) return std::unexpected(d.error());
+  if (d->status == Decode::ok) return here;
+  auto head = segment.bytes(at, kEntryHeader);
+  if (!head) return std::unexpected(head.error());
+  const auto batch = batch_from_entry(*head, here);
+  if (!batch || *batch < begin) return std::nullopt;
+  auto b = segment.record(*batch);
+  if (!b) return std::unexpected(b.error());
+  if (b->status == Decode::ok && b->record.kind == Kind::batch && is_entry(b->record, here)) {
+    return *batch;
+  }
+  return std::nullopt;
 }
 
 }  // namespace synclog::seg

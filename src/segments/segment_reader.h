@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -61,5 +62,14 @@ class SegmentReader {
   std::vector<std::byte> buf_;  // the segment's bytes [base_, base_ + buf_.size())
   uint64_t base_ = 0;
 };
+
+// Where a walk of segment `segment` that must not read before `begin` can
+// start to reach the record at `at` without reading the bytes before it:
+// `at` itself if a record starts there, or the batch record holding the
+// inner record whose position `at` is. None for any other offset (the
+// caller then walks from `begin`). Checksums make this safe: a record that
+// validates at an offset was written there (F2).
+[[nodiscard]] Result<std::optional<uint32_t>> start_of(SegmentReader& segment, uint64_t begin,
+                                                       uint64_t at);
 
 }  // namespace synclog::seg

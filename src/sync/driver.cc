@@ -45,16 +45,16 @@ Driver::~Driver() {
 }
 
 void Driver::start() {
-  // Batch mode needs no thread: the appender that finds no sync running
-  // becomes the leader and syncs for everyone (no hand-off when alone).
-  if (config_.mode != SyncMode::batch) thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run(); });
 }
 
 bool Driver::has_work() const {
   if (stopping_.load()) return true;
   const Position d = durable();
   if (Position::from_raw(requested_.load()) > d) return true;
-  if (config_.mode == SyncMode::periodic) return false;
+  // Batch mode: blocking appenders lead their own syncs; the thread syncs
+  // only what was requested (asynchronous appends, wait_until).
+  if (config_.mode != SyncMode::group) return false;
   return appender_.head() > d;
 }
 
@@ -95,6 +95,18 @@ void Driver::run() {
       sleep_until(last_sync_start_ns_ + ns(config_.window));
     }
     if (stopping_.load()) break;
+    if (config_.mode == SyncMode::batch) {
+      // The lead, as an appender takes it: the failure is marked before the
+      // lead is released (see wait_durable).
+      std::lock_guard lead(leader_);
+      if (!failed_.load() && Position::from_raw(requested_.load()) > durable()) {
+        if (auto r = sync_once(); !r) {
+          fail(r.error());
+          return;
+        }
+      }
+      continue;
+    }
     const Position d = durable();
     if (appender_.head() > d || Position::from_raw(requested_.load()) > d) {
       if (auto r = sync_once(); !r) {
@@ -168,9 +180,40 @@ Result<void> Driver::persist_through(Position target) {
 }
 
 void Driver::publish(Position durable) {
-  durable_.store(durable.raw(), std::memory_order_release);
+  // Sequentially consistent: a timed waiter counts itself, then reads the
+  // position; this side stores, then reads the count (tell_watchers).
+  durable_.store(durable.raw());
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
+  tell_watchers();
+}
+
+void Driver::tell_watchers() {
+  if (timed_waiters_.load() > 0) {
+    { std::lock_guard lock(mu_); }
+    durable_cv_.notify_all();
+  }
+  if (notify_fd_.load(std::memory_order_acquire) >= 0) {
+    // A loop that is never woken would wait for ever: stop the log instead
+    // (nothing durable is lost, and every waiter learns why).
+    if (auto r = event_.signal(); !r && !failed_.load()) fail(r.error());
+  }
+}
+
+void Driver::nudge() {
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+}
+
+Result<int> Driver::notify_fd() {
+  std::lock_guard lock(mu_);
+  if (notify_fd_.load() < 0) {
+    auto e = io::EventFd::create();
+    if (!e) return std::unexpected(e.error());
+    event_ = std::move(*e);
+    notify_fd_.store(event_.fd(), std::memory_order_release);
+  }
+  return event_.fd();
 }
 
 void Driver::fail(Error error) {
@@ -186,6 +229,7 @@ void Driver::fail(Error error) {
   failed_.store(true);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
+  tell_watchers();
 }
 
 std::optional<Error> Driver::failure() const {
@@ -267,6 +311,65 @@ Result<void> Driver::after_append(Position pos) {
   }
 }
 
+void Driver::request(Position target) {
+  uint64_t want = requested_.load();
+  while (want < target.raw() && !requested_.compare_exchange_weak(want, target.raw())) {
+  }
+  // Sequentially consistent with park(): either it sees the request or
+  // this sees it parked.
+  if (parked_.load()) kick();
+}
+
+Result<void> Driver::after_async_append(Position pos) {
+  switch (config_.mode) {
+    case SyncMode::batch:
+      request(Position::from_raw(pos.raw() + 1));
+      return {};
+    case SyncMode::group:
+      if (parked_.load()) kick();
+      return {};
+    case SyncMode::periodic:
+      return after_append(pos);
+  }
+  return {};
+}
+
+Result<void> Driver::wait_until(Position pos, std::chrono::steady_clock::time_point deadline) {
+  auto done = [&] { return durable_.load() > pos.raw(); };
+  if (failed_.load()) return failed_error();
+  if (done()) return {};
+  const Position head = appender_.head();
+  if (pos >= head) {
+    return make_error(Errc::invalid_argument, "position " + pos.to_string() +
+                                                  " was never appended (the log ends at " +
+                                                  head.to_string() + ")");
+  }
+  if (config_.mode == SyncMode::batch) request(Position::from_raw(pos.raw() + 1));
+  std::unique_lock lock(mu_);
+  timed_waiters_.fetch_add(1);
+  struct Leave {
+    std::atomic<uint32_t>& n;
+    ~Leave() { n.fetch_sub(1); }
+  } leave{timed_waiters_};
+  for (;;) {
+    if (failed_.load()) {
+      lock.unlock();
+      return failed_error();
+    }
+    if (done()) return {};
+    if (closed_.load()) {
+      return make_error(Errc::closed,
+                        "the log was closed before " + pos.to_string() + " became durable");
+    }
+    if (durable_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !done() &&
+        !failed_.load()) {
+      return make_error(Errc::timeout, "position " + pos.to_string() +
+                                           " is not durable yet (durable up to " +
+                                           durable().to_string() + ")");
+    }
+  }
+}
+
 Result<void> Driver::sync() {
   if (failed_.load()) return failed_error();
   const Position target = appender_.head();
@@ -284,6 +387,15 @@ Result<void> Driver::close() {
   kick();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lead(leader_);  // batch mode: no appender is leading now
+  // However close ends, watchers learn that nothing more becomes durable.
+  struct Closed {
+    Driver& d;
+    ~Closed() {
+      d.closed_.store(true);
+      d.nudge();
+      d.tell_watchers();
+    }
+  } closed{*this};
   if (failed_.load()) return failed_error();
   auto finish = [&]() -> Result<void> {
     if (auto r = sync_once(); !r) return r;

@@ -1,9 +1,10 @@
 // The sync driver: one thread that decides when to sync (periodic, batch or
 // group mode), and the waiting side for appenders.
 //
-// Batch mode has no thread: an appender that finds no sync running leads
-// one for everybody (leader/follower group commit), so a lone writer never
-// hands off. A sync: reserve a sync marker through the appender (its end is the target;
+// In batch mode an appender that finds no sync running leads one for
+// everybody (leader/follower group commit), so a lone writer never hands
+// off; the thread there syncs only for asynchronous appends, which wait for
+// no one to lead. A sync: reserve a sync marker through the appender (its end is the target;
 // its payload is the durable position so far, which recovery uses to tell
 // damage from a torn tail), drain writers below it, hand the ranges to the
 // backend, publish the new durable position and wake the waiters. Waiters
@@ -12,12 +13,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "io/event_fd.h"
 #include "metrics/metrics.h"
 #include "segments/appender.h"
 #include "sync/backend.h"
@@ -48,6 +51,15 @@ class Driver {
   // After an append at `pos`: batch and group wait until it is durable;
   // periodic only blocks while the syncer lags past its bound.
   [[nodiscard]] Result<void> after_append(Position pos);
+  // After an asynchronous append at `pos`: arranges that a sync will cover
+  // it without this thread waiting (batch mode asks the thread for one,
+  // group mode wakes it, periodic leaves it to the next tick and blocks only
+  // while the syncer lags past its bound, as after_append does).
+  [[nodiscard]] Result<void> after_async_append(Position pos);
+  // Waits until the record at `pos` is durable, the log fails or closes, or
+  // `deadline` passes (Errc::timeout). Never leads a sync itself.
+  [[nodiscard]] Result<void> wait_until(Position pos,
+                                        std::chrono::steady_clock::time_point deadline);
   // Makes everything appended before the call durable.
   [[nodiscard]] Result<void> sync();
   // Stops the thread, syncs the rest, seals the active segment and syncs the
@@ -59,6 +71,20 @@ class Driver {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // The sync error the log failed on, if any.
   std::optional<Error> failure() const;
+  // Errc::failed, naming the sync error. Only after failed().
+  std::unexpected<Error> failed_error() const;
+  // After close(): nothing more will become durable.
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // A word that changes at every publish of a durable position, failure and
+  // close, for threads that follow durability (completion callbacks).
+  uint32_t generation() const { return generation_.load(std::memory_order_acquire); }
+  void wait_generation(uint32_t seen) const { generation_.wait(seen, std::memory_order_acquire); }
+  // Changes the word without anything happening: a watcher looks again.
+  void nudge();
+  // An eventfd signalled at every publish, failure and close; made at the
+  // first call, signalled from then on.
+  [[nodiscard]] Result<int> notify_fd();
   DriverStats stats() const;
 
  private:
@@ -71,8 +97,11 @@ class Driver {
   [[nodiscard]] Result<void> persist_through(Position target);
   void publish(Position durable);
   void fail(Error error);
+  // Wakes timed waiters and signals the eventfd.
+  void tell_watchers();
   [[nodiscard]] Result<void> wait_durable(Position target, bool inclusive);
-  std::unexpected<Error> failed_error() const;
+  // Batch mode: asks the thread for a sync that covers `target`.
+  void request(Position target);
 
   const Config config_;
   const uint32_t marker_align_;
@@ -91,11 +120,16 @@ class Driver {
   std::atomic<uint64_t> lag_deadline_ns_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> closed_{false};
+  std::atomic<uint32_t> timed_waiters_{0};
+  std::atomic<int> notify_fd_{-1};  // event_.fd() once made
 
   std::mutex leader_;      // batch mode: held by the appender syncing for all
   mutable std::mutex mu_;  // failure_, timed sleeps
   std::condition_variable cv_;
+  std::condition_variable durable_cv_;  // timed waiters (wait_until)
   std::optional<Error> failure_;
+  io::EventFd event_;  // made under mu_
 
   Position synced_;  // the syncer thread, or the batch leader (close() after both)
   uint64_t last_sync_start_ns_ = 0;

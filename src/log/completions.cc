@@ -1,0 +1,75 @@
+#include "log/completions.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace synclog {
+
+void Completions::add(Position pos, Callback done) {
+  std::call_once(started_, [this] { thread_ = std::thread([this] { run(); }); });
+  {
+    std::lock_guard lock(mu_);
+    pending_.emplace(pos.raw(), std::move(done));
+  }
+  // The thread may have looked, and gone to sleep, before the insert: if
+  // nothing more will happen to wake it, make it look again.
+  if (driver_.durable() > pos || driver_.failed() || driver_.closed()) driver_.nudge();
+}
+
+size_t Completions::pending() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
+bool Completions::fire_ready() {
+  std::vector<std::pair<uint64_t, Callback>> ready;
+  bool failed = false, closed = false;
+  uint64_t durable = 0;
+  {
+    std::lock_guard lock(mu_);
+    // Failure is read before the durable position: a record is reported
+    // durable only if the position covered it before the log failed.
+    failed = driver_.failed();
+    closed = driver_.closed();
+    durable = driver_.durable().raw();
+    auto end = failed || closed ? pending_.end() : pending_.lower_bound(durable);
+    for (auto it = pending_.begin(); it != end;) {
+      auto node = pending_.extract(it++);
+      ready.emplace_back(node.key(), std::move(node.mapped()));
+    }
+  }
+  std::optional<Error> error;
+  if (failed) error = driver_.failed_error().error();
+  for (auto& [raw, done] : ready) {
+    const Position pos = Position::from_raw(raw);
+    if (raw < durable && !failed) {
+      done(pos);
+    } else if (error) {
+      done(std::unexpected(*error));
+    } else {
+      done(make_error(Errc::closed,
+                      "the log was closed before " + pos.to_string() + " became durable"));
+    }
+  }
+  // A callback may have appended again: its callback is pending now.
+  return pending() > 0;
+}
+
+void Completions::run() {
+  for (;;) {
+    const uint32_t seen = driver_.generation();
+    const bool left = fire_ready();
+    if (stopping_.load() && !left) return;
+    driver_.wait_generation(seen);
+  }
+}
+
+void Completions::stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  driver_.nudge();
+  thread_.join();
+}
+
+}  // namespace synclog

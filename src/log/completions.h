@@ -1,0 +1,48 @@
+// Completion callbacks of asynchronous appends, run in position order on
+// one thread of the log once the driver has made them durable, or with the
+// error once the log failed or closed. The thread starts at the first
+// callback, so a log that never uses them has no such thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "sync/driver.h"
+#include "synclog/error.h"
+#include "synclog/position.h"
+
+namespace synclog {
+
+class Completions {
+ public:
+  using Callback = std::function<void(Result<Position>)>;
+
+  explicit Completions(sync::Driver& driver) : driver_(driver) {}
+  ~Completions() { stop(); }
+  Completions(const Completions&) = delete;
+  Completions& operator=(const Completions&) = delete;
+
+  // Arranges one call of `done` for the record at `pos`.
+  void add(Position pos, Callback done);
+  // Once the driver is closed: runs or fails what is left, stops the thread.
+  void stop();
+  // Callbacks registered and not yet run.
+  size_t pending() const;
+
+ private:
+  void run();
+  // Runs every callback whose fate is known; returns whether any were left.
+  bool fire_ready();
+
+  sync::Driver& driver_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Callback> pending_;  // by raw position
+  std::once_flag started_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace synclog
