@@ -160,7 +160,7 @@ Written write_log(const std::filesystem::path& dir, const std::vector<uint64_t>&
   w.m.segments_released = (*log)->stats().segments_released;
   EXPECT_TRUE((*log)->close().has_value());
   w.m.appended = {acked};
-  w.m.unacked_tail = {false};
+  w.m.unacked = {0};
   w.m.segment_starts = {starts};
   return w;
 }
