@@ -27,8 +27,8 @@ uint64_t next_random(uint64_t* state) {
 // late has failed anyway.
 constexpr uint64_t kDrainTimeoutNs = 60'000'000'000;
 
-// What one completion callback needs: small, as it is copied into every
-// std::function the log holds.
+// One call's completion: the log keeps it until the call's records are
+// durable, so it carries the call's own start time and size.
 struct Ack {
   Writer* w;
   uint64_t call;  // this writer's call index
