@@ -46,7 +46,7 @@ struct Measurement {
   uint64_t release_calls = 0;
 
   // For verification, per writer thread over the whole run (warmup too):
-  std::vector<uint64_t> appended;  // acknowledged appends (seq 0..n-1)
+  std::vector<uint64_t> appended;  // acknowledged records (seq 0..n-1)
   // Records whose fate is unknown (a failed call, failed completions): they
   // may or may not be there, right after the acknowledged ones.
   std::vector<uint64_t> unacked;

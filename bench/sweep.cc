@@ -118,19 +118,21 @@ Plan make_plan(const Options& options, bool dry) {
                       " exceeds the largest record (" + std::to_string(config->max_record_size()) +
                       " bytes, half of segment_size " + std::to_string(config->segment_size) + ")");
                 }
+                for (uint32_t batch : job.batch) {
+                  // log.h: a batch is encoded in 8 bytes, plus 8 per record and each
+                  // record padded to 8, and must fit in one record's room.
+                  const uint64_t encoded = 8 + batch * (8 + (size.max + 7) / 8 * 8);
+                  if (batch > 1 && encoded > config->max_record_size()) {
+                    throw std::runtime_error("job " + job.name + ": --batch " +
+                                             std::to_string(batch) + " of --size " + size.label() +
+                                             " records takes up to " + std::to_string(encoded) +
+                                             " bytes, more than the largest record (" +
+                                             std::to_string(config->max_record_size()) + " bytes)");
+                  }
+                }
                 for (uint32_t threads : job.threads) {
                   for (uint32_t inflight : job.inflight) {
                     for (uint32_t batch : job.batch) {
-                      // log.h: a batch is encoded in 8 bytes, plus 8 per record and each
-                      // record padded to 8, and must fit in one record's room.
-                      const uint64_t encoded = 8 + batch * (8 + (size.max + 7) / 8 * 8);
-                      if (batch > 1 && encoded > config->max_record_size()) {
-                        throw std::runtime_error(
-                            "job " + job.name + ": --batch " + std::to_string(batch) +
-                            " of --size " + size.label() + " records takes up to " +
-                            std::to_string(encoded) + " bytes, more than the largest record (" +
-                            std::to_string(config->max_record_size()) + " bytes)");
-                      }
                       Point p;
                       p.job = job.name;
                       p.medium = medium;
