@@ -27,6 +27,7 @@
 #include "synclog/log.h"
 #include "units.h"
 #include "verify.h"
+#include "writer.h"
 
 namespace bench {
 namespace {
@@ -343,6 +344,27 @@ TEST(Cli, BadInflightAndBatchValuesNameTheFlag) {
           "--config segment_size=64KiB --batch 16 --list");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--batch 16"), std::string::npos) << r.out;
+}
+
+TEST(Runner, WriterFailureCatchesLostRepeatedAndFailedCompletions) {
+  auto writer = [](uint64_t calls, uint64_t fired, uint64_t acked) {
+    auto w = std::make_unique<Writer>();
+    w->calls = calls;
+    w->submitted = calls * 3;
+    w->acks.completed.store(fired);
+    w->done.store(acked);
+    return w;
+  };
+  EXPECT_EQ(writer_failure(*writer(4, 4, 12)), "");
+  EXPECT_NE(writer_failure(*writer(4, 3, 9)).find("3 fired for 4"), std::string::npos);
+  EXPECT_NE(writer_failure(*writer(4, 5, 12)).find("5 fired for 4"), std::string::npos);
+  EXPECT_NE(writer_failure(*writer(4, 4, 9)).find("9 of 12 records"), std::string::npos);
+  auto w = writer(4, 4, 12);
+  w->acks.misorder = "completion of call 2 fired when call 3 was due";
+  EXPECT_NE(writer_failure(*w).find("call 2"), std::string::npos);
+  w = writer(4, 4, 6);
+  w->acks.error = synclog::Error{synclog::Errc::failed, "sync failed"};
+  EXPECT_NE(writer_failure(*w).find("sync failed"), std::string::npos);
 }
 
 // In-process, so the Measurement itself is checked: every record of every
