@@ -302,9 +302,9 @@ nlohmann::json to_json(const Row& r) {
 std::string csv_header() {
   return "index,job,medium,fs,device,backend,segment_kind,mode,record_size,size_min,size_max,"
          "threads,inflight,batch,status,message,elapsed_s,ops,ops_per_s,mb_per_s,mean_us,p50_us,"
-         "p95_us,p99_us,"
-         "p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,cpu_sys_pct,errors,"
-         "lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_p99_us,capped,"
+         "p95_us,p99_us,p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,"
+         "cpu_sys_pct,errors,lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_"
+         "p99_us,capped,"
          "verified_records,fio_unit,fio_ceiling,fio_ratio,fio_round_p99_us,fio_p99_ratio,"
          "rocksdb_ops,rocksdb_ratio,metrics,config\n";
 }
