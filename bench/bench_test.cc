@@ -27,6 +27,7 @@
 #include "synclog/log.h"
 #include "units.h"
 #include "verify.h"
+#include "writer.h"
 
 namespace bench {
 namespace {
@@ -160,7 +161,7 @@ Written write_log(const std::filesystem::path& dir, const std::vector<uint64_t>&
   w.m.segments_released = (*log)->stats().segments_released;
   EXPECT_TRUE((*log)->close().has_value());
   w.m.appended = {acked};
-  w.m.unacked_tail = {false};
+  w.m.unacked = {0};
   w.m.segment_starts = {starts};
   return w;
 }
@@ -251,7 +252,8 @@ TEST(Cli, BadFlagAndBadValuesAreClearErrors) {
                            "--queue-depth", "--config",    "--duration",     "--ops",
                            "--warmup",      "--max-bytes", "--out",          "--json",
                            "--csv",         "--plot",      "--fio",          "--fio-media",
-                           "--budget",      "--metrics",   "--rocksdb",      "--rocksdb-runtime"}) {
+                           "--budget",      "--metrics",   "--rocksdb",      "--rocksdb-runtime",
+                           "--inflight",    "--batch"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -300,6 +302,99 @@ TEST(Cli, MetricsAxisMakesAnOnAndAnOffPointPerCombination) {
   auto r = run("--metrics sometimes --list");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--metrics"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InflightAndBatchAxesCrossTheOtherAxes) {
+  auto options =
+      parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync", "--mode",
+             "batch", "--size", "128", "--threads", "2", "--inflight", "0,4", "--batch", "1,3"});
+  ASSERT_TRUE(options.has_value());
+  EXPECT_EQ(options->jobs[0].inflight, (std::vector<uint32_t>{0, 4}));
+  EXPECT_EQ(options->jobs[0].batch, (std::vector<uint32_t>{1, 3}));
+  const Plan plan = make_plan(*options, /*dry=*/true);
+  std::vector<std::string> labels;
+  for (const auto& p : plan.points) labels.push_back(p.label());
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{
+                "ram msync/mmap batch 128B x2", "ram msync/mmap batch 128B x2 b3",
+                "ram msync/mmap batch 128B x2 qd4", "ram msync/mmap batch 128B x2 qd4 b3"}));
+
+  // Unset: blocking single appends, as before the axes existed.
+  options = parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync"});
+  ASSERT_TRUE(options.has_value());
+  EXPECT_EQ(options->jobs[0].inflight, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(options->jobs[0].batch, (std::vector<uint32_t>{1}));
+}
+
+TEST(Cli, BadInflightAndBatchValuesNameTheFlag) {
+  for (const char* args : {"--inflight x --list", "--inflight=-1 --list", "--inflight 4.5 --list",
+                           "--inflight 70000 --list"}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--inflight:"), std::string::npos) << args << "\n" << r.out;
+  }
+  for (const char* args : {"--batch 0 --list", "--batch two --list", "--batch 70000 --list"}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--batch:"), std::string::npos) << args << "\n" << r.out;
+  }
+  // A batch that cannot fit in one record is refused before anything runs.
+  const auto r =
+      run("--media ram=/dev/shm/synclog-bench-test-none --backend msync --size 4KiB "
+          "--config segment_size=64KiB --batch 16 --list");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--batch 16"), std::string::npos) << r.out;
+}
+
+TEST(Runner, WriterFailureCatchesLostRepeatedAndFailedCompletions) {
+  auto writer = [](uint64_t calls, uint64_t fired, uint64_t acked) {
+    auto w = std::make_unique<Writer>();
+    w->calls = calls;
+    w->submitted = calls * 3;
+    w->acks.completed.store(fired);
+    w->done.store(acked);
+    return w;
+  };
+  EXPECT_EQ(writer_failure(*writer(4, 4, 12)), "");
+  EXPECT_NE(writer_failure(*writer(4, 3, 9)).find("3 fired for 4"), std::string::npos);
+  EXPECT_NE(writer_failure(*writer(4, 5, 12)).find("5 fired for 4"), std::string::npos);
+  EXPECT_NE(writer_failure(*writer(4, 4, 9)).find("9 of 12 records"), std::string::npos);
+  auto w = writer(4, 4, 12);
+  w->acks.misorder = "completion of call 2 fired when call 3 was due";
+  EXPECT_NE(writer_failure(*w).find("call 2"), std::string::npos);
+  w = writer(4, 4, 6);
+  w->acks.error = synclog::Error{synclog::Errc::failed, "sync failed"};
+  EXPECT_NE(writer_failure(*w).find("sync failed"), std::string::npos);
+}
+
+// In-process, so the Measurement itself is checked: every record of every
+// append_batch_async() call acknowledged once, timed once, then replayed.
+TEST(Runner, AsyncBatchesCountRecordsAndVerify) {
+  ScratchDir dir("synclog-bench-test-async");
+  auto config = synclog::Config::parse("backend=msync,mode=batch");
+  ASSERT_TRUE(config.has_value());
+  config->dir = dir.path();
+  Point p;
+  p.threads = 2;
+  p.size = SizeSpec{64, 200};
+  p.ops = 1001;  // 501 + 500: each thread ends on a short batch
+  p.inflight = 4;
+  p.batch = 3;
+  p.config = *config;
+  auto m = run_point(p, *config);
+  ASSERT_TRUE(m.has_value()) << m.error().describe();
+  EXPECT_EQ(m->errors, 0u) << m->error;
+  EXPECT_EQ(m->ops, 1001u);
+  EXPECT_EQ(m->latency.count(), 1001u);
+  EXPECT_EQ(m->appended, (std::vector<uint64_t>{501, 500}));
+  EXPECT_EQ(m->unacked, (std::vector<uint64_t>{0, 0}));
+  const auto v = verify_log(*config, *m, p.size.max);
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.records, 1001u);
+
+  // A record the run claims was acknowledged but is not in the log fails.
+  m->appended[1] += 1;
+  EXPECT_FALSE(verify_log(*config, *m, p.size.max).ok);
 }
 
 TEST(Report, MetricsPairsMatchPointsThatDifferOnlyInMetrics) {
@@ -484,6 +579,36 @@ TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
   }
   // The point directories are gone; the medium directory stays.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(TinySweep, InflightAndBatchPointsVerify) {
+  ScratchDir dir("synclog-bench-test-inflight");
+  auto r = run("--media ram=" + dir.path().string() +
+               " --threads 2 --inflight 4 --batch 3 --duration 300ms --warmup 50ms --backend msync"
+               " --mode batch,periodic --size 128 --json --fio off --rocksdb off --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<nlohmann::json> points;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << "not JSON: " << line;
+    if (j["type"] == "point") points.push_back(j);
+  }
+  ASSERT_EQ(points.size(), 2u) << r.out;
+  for (const auto& p : points) {
+    SCOPED_TRACE(p.dump());
+    EXPECT_EQ(p["status"], "verified");
+    EXPECT_EQ(p["inflight"], 4);
+    EXPECT_EQ(p["batch"], 3);
+    EXPECT_EQ(p["errors"], 0);
+    const auto ops = p["ops"].get<uint64_t>();
+    EXPECT_GT(ops, 0u);
+    EXPECT_EQ(ops % 3, 0u);  // records, whole batches of them, not calls
+    EXPECT_GE(p["verified_records"].get<uint64_t>(), ops);
+    EXPECT_GT(p["latency_us"]["p50"].get<double>(), 0.0);
+  }
 }
 
 }  // namespace

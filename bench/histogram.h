@@ -24,11 +24,13 @@ class Histogram {
 
   Histogram() : counts_(kBuckets, 0) {}
 
-  void record(uint64_t ns) {
+  void record(uint64_t ns) { record(ns, 1); }
+  // `n` values of `ns` each: the records of one write batch.
+  void record(uint64_t ns, uint64_t n) {
     if (ns >= (uint64_t{1} << kMaxBits)) ns = (uint64_t{1} << kMaxBits) - 1;
-    ++counts_[index_of(ns)];
-    ++count_;
-    sum_ += ns;
+    counts_[index_of(ns)] += n;
+    count_ += n;
+    sum_ += ns * n;
     if (ns > max_) max_ = ns;
     if (ns < min_) min_ = ns;
   }

@@ -74,6 +74,14 @@ constexpr Key kKeys[] = {
      "counters on and off; pairs that differ only in metrics get an overhead line at the end; "
      "default: Config's (on)",
      Scope::job},
+    {"inflight", "0", "N,...",
+     "Like fio's iodepth: each writer keeps N append_async() calls outstanding and latency is "
+     "from the call to its completion callback (the ack); 0: blocking append()",
+     Scope::job},
+    {"batch", "1", "K,...",
+     "Records per write batch: K > 1 appends K records at a time with append_batch() "
+     "(append_batch_async() when --inflight > 0); op/s and latency count records",
+     Scope::job},
     {"config", "", "KEY=V,...",
      "Any other Config keys for every point, e.g. interval=5ms,prezero=false (docs/config.md); "
      "errors name the key",
@@ -141,8 +149,8 @@ constexpr Key kKeys[] = {
 
 constexpr const char* kFooter = R"(
 Lists are comma-separated; every combination of media x backend x segment-kind x mode x size x
-segment-size x sync-threads x queue-depth x metrics x threads is one point. Sizes take B, KiB (k),
-MiB (m), GiB (g); times take us, ms, s.
+segment-size x sync-threads x queue-depth x metrics x threads x inflight x batch is one point.
+Sizes take B, KiB (k), MiB (m), GiB (g); times take us, ms, s.
 
 Job file (like fio): an INI file whose keys are the flag names without dashes.
   [global]
@@ -375,6 +383,28 @@ JobOptions make_job(const std::string& name, const Values& values) {
     synclog::Config c;
     (void)c.set("metrics", item);  // checked above
     job.metrics.push_back(c.metrics ? "true" : "false");
+  }
+  {
+    const Value& v = get("inflight");
+    for (const auto& item : split(v.text)) {
+      uint64_t n = 0;
+      if (item != "0") {
+        if (auto e = parse_count(item, &n); !e.empty()) bad_value("inflight", v, e + " (or 0)");
+      }
+      if (n > 65536) bad_value("inflight", v, "at most 65536 appends in flight per writer");
+      job.inflight.push_back(static_cast<uint32_t>(n));
+    }
+    if (job.inflight.empty()) bad_value("inflight", v, "no in-flight depth given");
+  }
+  {
+    const Value& v = get("batch");
+    for (const auto& item : split(v.text)) {
+      uint64_t n = 0;
+      if (auto e = parse_count(item, &n); !e.empty()) bad_value("batch", v, e);
+      if (n > 65536) bad_value("batch", v, "at most 65536 records per batch");
+      job.batch.push_back(static_cast<uint32_t>(n));
+    }
+    if (job.batch.empty()) bad_value("batch", v, "no batch size given");
   }
   {
     const Value& v = get("config");

@@ -43,6 +43,8 @@ struct JobOptions {
   std::vector<std::string> sync_threads;   // "
   std::vector<std::string> queue_depths;   // "
   std::vector<std::string> metrics;        // "true", "false"; empty: Config default
+  std::vector<uint32_t> inflight;          // append_async calls kept outstanding; 0: blocking
+  std::vector<uint32_t> batch;             // records per write batch; 1: single appends
   std::string config;                      // more Config keys: "interval=5ms,prezero=false"
   std::optional<double> duration_s;        // nullopt: auto (the run's budget spread over points)
   uint64_t ops = 0;                        // > 0: a fixed op count per point instead

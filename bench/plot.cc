@@ -20,15 +20,24 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
+// A line per backend/kind and, when swept, in-flight depth and batch size:
+// threads on the x axis only compare points that differ in nothing else.
+std::string line_of(const Row& r) {
+  std::string s = r.backend + "/" + r.segment_kind;
+  if (r.inflight > 0) s += " qd" + std::to_string(r.inflight);
+  if (r.batch > 1) s += " b" + std::to_string(r.batch);
+  return s;
+}
+
 std::string script_for(const std::string& size, const std::vector<const Row*>& rows,
                        const std::string& png, const std::string& terminal) {
   std::vector<std::pair<std::string, std::string>> panels;  // (medium, mode)
-  std::vector<std::string> lines;                           // backend/kind
+  std::vector<std::string> lines;                           // line_of()
   std::map<std::string, std::string> medium_desc;
   uint32_t max_threads = 1;
   for (const Row* r : rows) {
     add_unique(&panels, {r->medium, r->mode});
-    add_unique(&lines, r->backend + "/" + r->segment_kind);
+    add_unique(&lines, line_of(*r));
     medium_desc[r->medium] = r->medium_desc;
     max_threads = std::max(max_threads, r->threads);
   }
@@ -44,7 +53,7 @@ std::string script_for(const std::string& size, const std::vector<const Row*>& r
       std::vector<const Row*> pts;
       for (const Row* r : rows) {
         if (r->medium == panels[p].first && r->mode == panels[p].second &&
-            r->backend + "/" + r->segment_kind == lines[l]) {
+            line_of(*r) == lines[l]) {
           pts.push_back(r);
         }
       }

@@ -18,6 +18,8 @@ struct Point {
   std::string segment_kind;
   std::string mode;
   uint32_t threads = 1;
+  uint32_t inflight = 0;  // append_async calls each writer keeps outstanding; 0: blocking
+  uint32_t batch = 1;     // records per append_batch; 1: single appends
   SizeSpec size;
   synclog::Config config;  // every key but dir
   std::string axes;        // the Config keys this point set, "key=value,..."
@@ -28,7 +30,7 @@ struct Point {
   uint32_t retain = 0;     // release segments this far behind the slowest writer; 0: never
   uint64_t max_bytes = 0;  // > 0: end early after this many payload bytes
 
-  // "disk msync/mmap batch 128B x4"
+  // "disk msync/mmap batch 128B x4", then " qd8" and " b16" when set
   std::string label() const;
 };
 

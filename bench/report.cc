@@ -24,14 +24,19 @@ Row base_row(const Point& p) {
   r.size_min = p.size.min;
   r.size_max = p.size.max;
   r.threads = p.threads;
+  r.inflight = p.inflight;
+  r.batch = p.batch;
   r.config = p.config.to_string();
   r.metrics = p.config.metrics;
   return r;
 }
 
 std::string label_of(const Row& r) {
-  return r.medium + " " + r.backend + "/" + r.segment_kind + " " + r.mode + " " + r.size + " x" +
-         std::to_string(r.threads);
+  std::string s = r.medium + " " + r.backend + "/" + r.segment_kind + " " + r.mode + " " + r.size +
+                  " x" + std::to_string(r.threads);
+  if (r.inflight > 0) s += " qd" + std::to_string(r.inflight);
+  if (r.batch > 1) s += " b" + std::to_string(r.batch);
+  return s;
 }
 
 std::string fmt(const char* f, double v) {
@@ -150,7 +155,8 @@ std::vector<MetricsPair> metrics_pairs(const std::vector<Row>& rows) {
     for (const char* m : {"metrics=true", "metrics=false"}) {
       if (size_t at = c.find(m); at != std::string::npos) c.erase(at, std::string(m).size());
     }
-    return r.job + "|" + r.medium + "|" + r.size + "|" + std::to_string(r.threads) + "|" + c;
+    return r.job + "|" + r.medium + "|" + r.size + "|" + std::to_string(r.threads) + "|" +
+           std::to_string(r.inflight) + "|" + std::to_string(r.batch) + "|" + c;
   };
   std::vector<MetricsPair> pairs;
   for (const auto& on : rows) {
@@ -190,30 +196,32 @@ std::string format_metrics_overhead(const std::vector<MetricsPair>& pairs) {
 std::string table_header() {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%-3s %-6s %-18s %-8s %-6s %4s | %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %7s | "
-                "%5s %5s | %3s | %s\n",
-                "#", "medium", "backend/kind", "mode", "size", "thr", "op/s", "MB/s", "mean", "p50",
-                "p95", "p99", "p99.9", "max", "syncs/s", "rec/syn", "usr%", "sys%", "err",
-                "status");
+                "%-3s %-6s %-18s %-8s %-6s %4s %4s %5s | %9s %7s | %8s %8s %8s %8s %8s %8s | "
+                "%8s %7s | %5s %5s | %3s | %s\n",
+                "#", "medium", "backend/kind", "mode", "size", "thr", "qd", "batch", "op/s", "MB/s",
+                "mean", "p50", "p95", "p99", "p99.9", "max", "syncs/s", "rec/syn", "usr%", "sys%",
+                "err", "status");
   // A line of group labels above the column names, each centred over its
   // group (widths from the format above).
   auto centre = [](const std::string& s, size_t width) {
     const size_t left = (width - s.size()) / 2;
     return std::string(left, ' ') + s + std::string(width - s.size() - left, ' ');
   };
-  const std::string groups = centre("point", 50) + " |" + centre("rate", 19) + "|" +
+  const std::string groups = centre("point", 61) + " |" + centre("rate", 19) + "|" +
                              centre("append latency, us", 55) + "|" + centre("syncs", 18) + "|" +
                              centre("% of 1 core", 13) + "|\n";
   return groups + buf;
 }
 
 std::string table_row(const Row& r) {
-  char head[160];
+  char head[192];
   const std::string bk = r.backend + "/" + r.segment_kind;
-  std::snprintf(head, sizeof head, "%-3s %-6s %-18s %-8s %-6s %4s | ",
+  const bool skip = r.index == 0;
+  std::snprintf(head, sizeof head, "%-3s %-6s %-18s %-8s %-6s %4s %4s %5s | ",
                 r.index ? std::to_string(r.index).c_str() : "-", r.medium.c_str(), bk.c_str(),
-                r.mode.c_str(), r.size.c_str(),
-                r.threads ? std::to_string(r.threads).c_str() : "*");
+                r.mode.c_str(), r.size.c_str(), r.threads ? std::to_string(r.threads).c_str() : "*",
+                skip ? "*" : std::to_string(r.inflight).c_str(),
+                skip ? "*" : std::to_string(r.batch).c_str());
   if (r.status == "skipped") return head + std::string("skipped: ") + r.message + "\n";
   if (r.status != "verified") return head + std::string("FAILED: ") + r.message + "\n";
   char body[320];
@@ -243,6 +251,8 @@ nlohmann::json to_json(const Row& r) {
   if (r.status == "skipped") return j;
   j["mode"] = r.mode;
   j["threads"] = r.threads;
+  j["inflight"] = r.inflight;
+  j["batch"] = r.batch;
   j["record_size"] = {{"min", r.size_min}, {"max", r.size_max}, {"label", r.size}};
   j["config"] = r.config;
   j["errors"] = r.errors;
@@ -291,9 +301,10 @@ nlohmann::json to_json(const Row& r) {
 
 std::string csv_header() {
   return "index,job,medium,fs,device,backend,segment_kind,mode,record_size,size_min,size_max,"
-         "threads,status,message,elapsed_s,ops,ops_per_s,mb_per_s,mean_us,p50_us,p95_us,p99_us,"
-         "p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,cpu_sys_pct,errors,"
-         "lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_p99_us,capped,"
+         "threads,inflight,batch,status,message,elapsed_s,ops,ops_per_s,mb_per_s,mean_us,p50_us,"
+         "p95_us,p99_us,p999_us,max_us,syncs,syncs_per_s,records_per_sync,cpu_user_pct,"
+         "cpu_sys_pct,errors,lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_"
+         "p99_us,capped,"
          "verified_records,fio_unit,fio_ceiling,fio_ratio,fio_round_p99_us,fio_p99_ratio,"
          "rocksdb_ops,rocksdb_ratio,metrics,config\n";
 }
@@ -314,6 +325,8 @@ std::string csv_row(const Row& r) {
   add(std::to_string(r.size_min));
   add(std::to_string(r.size_max));
   add(std::to_string(r.threads));
+  add(r.index ? std::to_string(r.inflight) : "");
+  add(r.index ? std::to_string(r.batch) : "");
   add(r.status);
   add(r.message);
   for (double v : {r.elapsed_s, static_cast<double>(r.ops), r.ops_per_s, r.mb_per_s, r.mean_us,

@@ -21,10 +21,12 @@ struct Row {
   std::string job, medium, medium_desc, fs, device;
   std::string backend, segment_kind, mode, size;
   uint64_t size_min = 0, size_max = 0;
-  uint32_t threads = 0;  // 0 for a skip row (every thread count)
-  std::string config;    // the point's Config, "key=value,..."
-  std::string status;    // "verified" | "skipped" | "failed"
-  std::string message;   // why skipped or failed; notes ("capped at 1GiB")
+  uint32_t threads = 0;   // 0 for a skip row (every thread count)
+  uint32_t inflight = 0;  // append_async calls per writer; 0: blocking
+  uint32_t batch = 1;     // records per write batch
+  std::string config;     // the point's Config, "key=value,..."
+  std::string status;     // "verified" | "skipped" | "failed"
+  std::string message;    // why skipped or failed; notes ("capped at 1GiB")
 
   // Valid when status == "verified".
   double elapsed_s = 0;

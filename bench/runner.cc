@@ -9,8 +9,8 @@
 #include <optional>
 #include <thread>
 
-#include "record.h"
 #include "synclog/log.h"
+#include "writer.h"
 
 namespace bench {
 namespace {
@@ -22,19 +22,6 @@ uint64_t now_ns() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
           .count());
 }
-
-// One writer's state. Each sits on its own cache lines: the counters are
-// written by the owner on every append and read by the main thread only
-// while it polls, so they must not share a line with another writer's.
-struct alignas(64) Writer {
-  std::atomic<uint64_t> done{0};   // acknowledged appends
-  std::atomic<uint64_t> bytes{0};  // their payload bytes
-  std::atomic<bool> finished{false};
-  std::atomic<uint64_t> last_segment{0};  // segment of its latest acknowledged record
-  std::unique_ptr<Histogram> hist;
-  std::vector<std::pair<uint64_t, uint64_t>> starts;
-  std::optional<synclog::Error> error;
-};
 
 struct Snapshot {
   uint64_t ns = 0;
@@ -52,14 +39,6 @@ double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.t
 // makes fdatasync look up to twice as fast (docs/benchmarks.md).
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
-uint64_t next_random(uint64_t* state) {
-  uint64_t x = *state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *state = x;
-}
-
 }  // namespace
 
 synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& config) {
@@ -72,50 +51,9 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
   const uint32_t n = p.threads;
   std::vector<std::unique_ptr<Writer>> writers;
   for (uint32_t t = 0; t < n; ++t) writers.push_back(std::make_unique<Writer>());
-  std::atomic<bool> go{false};
-  std::atomic<bool> stop{false};
-  std::atomic<bool> measuring{p.ops > 0};
-  std::atomic<uint32_t> ready{0};
-
-  auto body = [&](uint32_t t) {
-    Writer& w = *writers[t];
-    auto hist = std::make_unique<Histogram>();  // allocated by its owner thread
-    RecordWriter records(t, p.size.max);
-    const uint64_t quota = p.ops > 0 ? p.ops / n + (t < p.ops % n ? 1 : 0) : UINT64_MAX;
-    const uint64_t span = p.size.max - p.size.min + 1;
-    uint64_t rng = 0x9e3779b97f4a7c15ull * (t + 1);
-    ready.fetch_add(1);
-    go.wait(false);
-    uint64_t seq = 0;
-    uint64_t bytes = 0;
-    uint64_t segment = UINT64_MAX;
-    std::vector<std::pair<uint64_t, uint64_t>> starts;
-    while (seq < quota && !stop.load(std::memory_order_relaxed)) {
-      const size_t len = span == 1 ? p.size.min : p.size.min + next_random(&rng) % span;
-      const auto record = records.next(seq, len);
-      const bool timed = measuring.load(std::memory_order_relaxed);
-      const uint64_t t0 = now_ns();
-      auto r = log.append(record);
-      const uint64_t t1 = now_ns();
-      if (!r) {
-        w.error = r.error();
-        break;
-      }
-      if (timed) hist->record(t1 - t0);
-      if (r->segment() != segment) {
-        segment = r->segment();
-        starts.emplace_back(segment, seq);
-        w.last_segment.store(segment, std::memory_order_relaxed);
-      }
-      ++seq;
-      bytes += len;
-      w.done.store(seq, std::memory_order_relaxed);
-      w.bytes.store(bytes, std::memory_order_relaxed);
-    }
-    w.hist = std::move(hist);
-    w.starts = std::move(starts);
-    w.finished.store(true, std::memory_order_release);
-  };
+  WriterControl control;
+  control.measuring.store(p.ops > 0);
+  auto body = [&](uint32_t t) { run_writer(log, p, t, control, *writers[t]); };
 
   auto snapshot = [&] {
     Snapshot s;
@@ -162,14 +100,14 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
 
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < n; ++t) threads.emplace_back(body, t);
-  while (ready.load() < n) std::this_thread::yield();
+  while (control.ready.load() < n) std::this_thread::yield();
 
   Snapshot begin;
   Snapshot end;
   if (p.ops > 0) {
     begin = snapshot();
-    go.store(true);
-    go.notify_all();
+    control.go.store(true);
+    control.go.notify_all();
     // The main thread keeps releasing (--retain) until the writers are done.
     for (auto& th : threads) {
       while (!all_finished() && p.retain > 0) {
@@ -181,8 +119,8 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
     end = snapshot();
   } else {
     const uint64_t start = now_ns();
-    go.store(true);
-    go.notify_all();
+    control.go.store(true);
+    control.go.notify_all();
     // Polls every kPoll: releases, the byte cap, writers that stopped on an error.
     auto run_until = [&](uint64_t deadline) {
       for (uint64_t now = now_ns(); now < deadline; now = now_ns()) {
@@ -200,11 +138,11 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
     };
     run_until(start + static_cast<uint64_t>(p.warmup_s * 1e9));
     begin = snapshot();
-    measuring.store(true, std::memory_order_relaxed);
+    control.measuring.store(true, std::memory_order_relaxed);
     if (!m.capped) run_until(begin.ns + static_cast<uint64_t>(p.duration_s * 1e9));
-    measuring.store(false, std::memory_order_relaxed);
+    control.measuring.store(false, std::memory_order_relaxed);
     end = snapshot();
-    stop.store(true);
+    control.stop.store(true);
     for (auto& th : threads) th.join();
   }
 
@@ -229,23 +167,27 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
     ++m.errors;
     m.error = release_error;
   }
+  const uint64_t close_start = now_ns();
+  const auto closed = log.close();
+  m.close_s = static_cast<double>(now_ns() - close_start) / 1e9;
+  // Read after close(): by then the log has run or failed every completion,
+  // so no callback touches a writer any more and a lost or repeated one shows.
   for (const auto& w : writers) {
     m.segment_starts.push_back(w->starts);
     if (w->hist) m.latency.merge(*w->hist);
-    m.appended.push_back(w->done.load());
-    m.unacked_tail.push_back(w->error.has_value());
-    if (w->error) {
+    if (w->acks.hist) m.latency.merge(*w->acks.hist);
+    const uint64_t acked = w->done.load();
+    m.appended.push_back(acked);
+    m.unacked.push_back(std::max(w->submitted, acked) - acked + w->failed_records);
+    if (auto why = writer_failure(*w); !why.empty()) {
       ++m.errors;
-      if (m.error.empty()) m.error = "append: " + w->error->describe();
+      if (m.error.empty()) m.error = why;
     }
   }
-
-  const uint64_t close_start = now_ns();
-  if (auto r = log.close(); !r) {
+  if (!closed) {
     ++m.errors;
-    if (m.error.empty()) m.error = "close: " + r.error().describe();
+    if (m.error.empty()) m.error = "close: " + closed.error().describe();
   }
-  m.close_s = static_cast<double>(now_ns() - close_start) / 1e9;
   return m;
 }
 

@@ -1,11 +1,12 @@
-// Runs one point: opens the log, starts T writer threads that append
-// bench records (record.h) for the warmup and then the measured window (or a
-// fixed op count), and collects what happened. With point.retain > 0 the
+// Runs one point: opens the log, starts T writer threads (writer.h) that
+// append bench records (record.h) for the warmup and then the measured
+// window (or a fixed op count), and collects what happened. With point.retain > 0 the
 // polling main thread releases segments that lie more than `retain` segments
 // behind the slowest writer, so long points run in bounded space. Each writer times every
 // append into its own Histogram; in batch and group mode append() returns
 // once the record is durable, so that is the acknowledge latency, in
-// periodic mode it is the cost of append() alone.
+// periodic mode it is the cost of append() alone. With --inflight it is
+// always from the append_async() call to its completion.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ namespace bench {
 
 struct Measurement {
   double elapsed_s = 0;  // the measured window
-  uint64_t ops = 0;      // appends acknowledged inside the window
+  uint64_t ops = 0;      // records acknowledged inside the window
   uint64_t bytes = 0;    // their payload bytes
   Histogram latency;     // ns, appends that began inside the window
   uint64_t syncs = 0;    // Stats deltas over the window
@@ -45,8 +46,10 @@ struct Measurement {
   uint64_t release_calls = 0;
 
   // For verification, per writer thread over the whole run (warmup too):
-  std::vector<uint64_t> appended;  // acknowledged appends (seq 0..n-1)
-  std::vector<bool> unacked_tail;  // its last append failed: that record may or may not be there
+  std::vector<uint64_t> appended;  // acknowledged records (seq 0..n-1)
+  // Records whose fate is unknown (a failed call, failed completions): they
+  // may or may not be there, right after the acknowledged ones.
+  std::vector<uint64_t> unacked;
   // (segment id, first seq the thread appended into it), in order: tells
   // which seqs lie in released segments.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> segment_starts;

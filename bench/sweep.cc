@@ -48,8 +48,11 @@ std::vector<std::string> key_axes(const JobOptions& job) {
 }  // namespace
 
 std::string Point::label() const {
-  return medium->name + " " + backend + "/" + segment_kind + " " + mode + " " + size.label() +
-         " x" + std::to_string(threads);
+  std::string s = medium->name + " " + backend + "/" + segment_kind + " " + mode + " " +
+                  size.label() + " x" + std::to_string(threads);
+  if (inflight > 0) s += " qd" + std::to_string(inflight);
+  if (batch > 1) s += " b" + std::to_string(batch);
+  return s;
 }
 
 Plan make_plan(const Options& options, bool dry) {
@@ -115,23 +118,41 @@ Plan make_plan(const Options& options, bool dry) {
                       " exceeds the largest record (" + std::to_string(config->max_record_size()) +
                       " bytes, half of segment_size " + std::to_string(config->segment_size) + ")");
                 }
+                for (uint32_t batch : job.batch) {
+                  // log.h: a batch is encoded in 8 bytes, plus 8 per record and each
+                  // record padded to 8, and must fit in one record's room.
+                  const uint64_t encoded = 8 + batch * (8 + (size.max + 7) / 8 * 8);
+                  if (batch > 1 && encoded > config->max_record_size()) {
+                    throw std::runtime_error("job " + job.name + ": --batch " +
+                                             std::to_string(batch) + " of --size " + size.label() +
+                                             " records takes up to " + std::to_string(encoded) +
+                                             " bytes, more than the largest record (" +
+                                             std::to_string(config->max_record_size()) + " bytes)");
+                  }
+                }
                 for (uint32_t threads : job.threads) {
-                  Point p;
-                  p.job = job.name;
-                  p.medium = medium;
-                  p.backend = backend;
-                  p.segment_kind = synclog::to_string(config->segment_kind);
-                  p.mode = mode;
-                  p.threads = threads;
-                  p.size = size;
-                  p.config = *config;
-                  p.axes = axes;
-                  p.duration_s = job.duration_s.value_or(0);
-                  p.ops = job.ops;
-                  p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
-                  p.max_bytes = job.max_bytes;
-                  p.retain = job.retain;
-                  plan.points.push_back(std::move(p));
+                  for (uint32_t inflight : job.inflight) {
+                    for (uint32_t batch : job.batch) {
+                      Point p;
+                      p.job = job.name;
+                      p.medium = medium;
+                      p.backend = backend;
+                      p.segment_kind = synclog::to_string(config->segment_kind);
+                      p.mode = mode;
+                      p.threads = threads;
+                      p.size = size;
+                      p.config = *config;
+                      p.axes = axes;
+                      p.duration_s = job.duration_s.value_or(0);
+                      p.ops = job.ops;
+                      p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
+                      p.max_bytes = job.max_bytes;
+                      p.retain = job.retain;
+                      p.inflight = inflight;
+                      p.batch = batch;
+                      plan.points.push_back(std::move(p));
+                    }
+                  }
                 }
               }
             }

@@ -94,7 +94,7 @@ Verification verify_log(const synclog::Config& config, const Measurement& m, uin
                   " but seq " + std::to_string(next[parsed.thread]) +
                   " was expected (a hole, a duplicate or reordering)");
     }
-    const uint64_t limit = m.appended[parsed.thread] + (m.unacked_tail[parsed.thread] ? 1 : 0);
+    const uint64_t limit = m.appended[parsed.thread] + m.unacked[parsed.thread];
     if (parsed.seq >= limit) {
       return done("record at " + rec.position.to_string() + " is thread " +
                   std::to_string(parsed.thread) + " seq " + std::to_string(parsed.seq) +
