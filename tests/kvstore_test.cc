@@ -1,16 +1,20 @@
 // examples/kvstore under SIGKILL: the test runs the kvstore binary
 // (KVSTORE_BIN) as a child, pipes it puts, dels and checkpoints, reads its
 // "ok" acknowledgements, and SIGKILLs it at a random moment with several
-// commands still in flight. After a restart, `get` of every key must show the
-// state after some prefix of the commands sent: every acknowledged change is
-// there (G1), nothing later than an unacknowledged one, nothing invented (G2,
-// G3). The store keeps its directory across rounds, so each restart recovers
-// a log and a snapshot written by earlier, killed sessions. Rounds alternate
-// between the build tree (a real disk) and /dev/shm; the last round quits
-// cleanly instead.
+// commands still in flight. Some commands are mputs (one write batch each),
+// so a recovered state holding part of one matches no prefix. After a
+// restart, `get` of every key must show the state after some prefix of the
+// commands sent: every acknowledged change is there (G1), nothing later than
+// an unacknowledged one, nothing invented (G2, G3). The store keeps its
+// directory across rounds, so each restart recovers a log and a snapshot
+// written by earlier, killed sessions. Rounds alternate between the build
+// tree (a real disk) and /dev/shm; the last round quits cleanly instead.
 //
 // $SYNCLOG_KVSTORE_SEED and $SYNCLOG_KVSTORE_ROUNDS override the fixed seed
 // and the rounds per medium.
+//
+// PutManyIsRecoveredWholeOrNotAtAll cuts a closed log inside an mput's
+// batch record: the puts before it come back, none of the batch's keys.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
