@@ -1,16 +1,20 @@
 // examples/kvstore under SIGKILL: the test runs the kvstore binary
 // (KVSTORE_BIN) as a child, pipes it puts, dels and checkpoints, reads its
 // "ok" acknowledgements, and SIGKILLs it at a random moment with several
-// commands still in flight. After a restart, `get` of every key must show the
-// state after some prefix of the commands sent: every acknowledged change is
-// there (G1), nothing later than an unacknowledged one, nothing invented (G2,
-// G3). The store keeps its directory across rounds, so each restart recovers
-// a log and a snapshot written by earlier, killed sessions. Rounds alternate
-// between the build tree (a real disk) and /dev/shm; the last round quits
-// cleanly instead.
+// commands still in flight. Some commands are mputs (one write batch each),
+// so a recovered state holding part of one matches no prefix. After a
+// restart, `get` of every key must show the state after some prefix of the
+// commands sent: every acknowledged change is there (G1), nothing later than
+// an unacknowledged one, nothing invented (G2, G3). The store keeps its
+// directory across rounds, so each restart recovers a log and a snapshot
+// written by earlier, killed sessions. Rounds alternate between the build
+// tree (a real disk) and /dev/shm; the last round quits cleanly instead.
 //
 // $SYNCLOG_KVSTORE_SEED and $SYNCLOG_KVSTORE_ROUNDS override the fixed seed
 // and the rounds per medium.
+//
+// PutManyIsRecoveredWholeOrNotAtAll cuts a closed log inside an mput's
+// batch record: the puts before it come back, none of the batch's keys.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -29,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "segments/format.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -48,8 +53,9 @@ std::string key_name(int k) { return "k" + std::to_string(k); }
 
 // One command and what it does to the state.
 struct Op {
-  enum { put, del, checkpoint } kind;
+  enum { put, del, checkpoint, mput } kind;
   std::string key, value;
+  std::vector<std::pair<std::string, std::string>> pairs;  // mput
   std::string line() const {
     switch (kind) {
       case put:
@@ -58,12 +64,18 @@ struct Op {
         return "del " + key + "\n";
       case checkpoint:
         return "checkpoint\n";
+      case mput: {
+        std::string l = "mput";
+        for (const auto& [k, v] : pairs) l += " " + k + " " + v;
+        return l + "\n";
+      }
     }
     return {};
   }
   void apply(State* s) const {
     if (kind == put) (*s)[key] = value;
     if (kind == del) s->erase(key);
+    for (const auto& [k, v] : pairs) (*s)[k] = v;
   }
 };
 
@@ -222,14 +234,25 @@ void run_rounds(const std::string& base, uint32_t rounds, std::mt19937_64& rng, 
       const int roll = std::uniform_int_distribution<int>(0, 99)(rng);
       const std::string key = key_name(std::uniform_int_distribution<int>(0, kKeys - 1)(rng));
       if (roll < 3) {
-        ops.push_back({Op::checkpoint, "", ""});
+        ops.push_back({Op::checkpoint, "", "", {}});
       } else if (roll < 15) {
-        ops.push_back({Op::del, key, ""});
+        ops.push_back({Op::del, key, "", {}});
+      } else if (roll < 30) {
+        // A write batch: a recovered state holding some of its pairs but
+        // not all matches no prefix of the commands.
+        Op op{Op::mput, "", "", {}};
+        const int n = std::uniform_int_distribution<int>(2, 8)(rng);
+        for (int j = 0; j < n; ++j) {
+          op.pairs.emplace_back(
+              key_name(std::uniform_int_distribution<int>(0, kKeys - 1)(rng)),
+              "r" + std::to_string(round) + "o" + std::to_string(i) + "m" + std::to_string(j));
+        }
+        ops.push_back(std::move(op));
       } else {
         std::string v = "r" + std::to_string(round) + "o" + std::to_string(i) + "-";
         v.append(std::uniform_int_distribution<size_t>(0, 300)(rng),
                  static_cast<char>('a' + i % 26));
-        ops.push_back({Op::put, key, v});
+        ops.push_back({Op::put, key, v, {}});
       }
     }
     size_t sent = 0, done = 0;
@@ -250,6 +273,95 @@ void run_rounds(const std::string& base, uint32_t rounds, std::mt19937_64& rng, 
       tally->in_flight += sent - done;
       pending.assign(ops.begin() + static_cast<long>(done), ops.begin() + static_cast<long>(sent));
     }
+  }
+}
+
+// Puts, then one mput, then quit: the log of a clean session.
+State write_batch_session(const std::string& dir, const std::string& config, State* before) {
+  Child child(dir, config);
+  auto ready = child.line();
+  EXPECT_TRUE(ready && *ready == "ready 0");
+  State want;
+  std::string mput = "mput";
+  for (int k = 0; k < 3; ++k) {
+    child.send("put " + key_name(k) + " before" + std::to_string(k) + "\n");
+    want[key_name(k)] = "before" + std::to_string(k);
+  }
+  *before = want;
+  for (int k = 10; k < 16; ++k) {
+    const std::string v = "batch" + std::to_string(k) + std::string(40, 'b');
+    mput += " " + key_name(k) + " " + v;
+    want[key_name(k)] = v;
+  }
+  child.send(mput + "\n");
+  for (int i = 0; i < 4; ++i) {
+    auto l = child.line();
+    EXPECT_TRUE(l && *l == "ok") << "reply " << i << ": " << l.value_or("(none)");
+  }
+  child.send("quit\n");
+  EXPECT_EQ(child.wait_exit(), 0);
+  return want;
+}
+
+// Opens the store in `dir`, reads every key back, quits.
+State reopen_state(const std::string& dir, const std::string& config) {
+  Child child(dir, config);
+  auto ready = child.line();
+  EXPECT_TRUE(ready && ready->starts_with("ready ")) << "kvstore did not start on " << dir;
+  if (!ready) return {};
+  State got = read_state(child);
+  child.send("quit\n");
+  EXPECT_EQ(child.wait_exit(), 0);
+  return got;
+}
+
+TEST(KvStore, PutManyIsRecoveredWholeOrNotAtAll) {
+  ::signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  {
+    auto log = Log::open(small_config(dir.path() / "probe"));
+    if (!log && log.error().code == Errc::unsupported) GTEST_SKIP() << log.error().describe();
+  }
+  Config c = small_config(dir.path() / "log");
+  c.segment_size = 64 << 10;
+  const std::string config = c.to_string();
+  const std::string store = (dir.path() / "store").string();
+  State before;
+  const State want = write_batch_session(store, config, &before);
+  ASSERT_FALSE(HasFailure());
+  const Files files = load_segments(std::filesystem::path(store) / "log");
+
+  EXPECT_EQ(reopen_state(store, config), want) << "a clean close must keep the whole batch";
+
+  // The mput must be the log's one batch record; cut the file inside it.
+  uint64_t seg_id = 0;
+  seg::RecordView batch;
+  int batches = 0;
+  for (const auto& [id, bytes] : files) {
+    const auto image = std::as_bytes(std::span(bytes.data(), bytes.size()));
+    for (uint32_t off = seg::kHeaderSize;;) {
+      const seg::Decoded d = seg::decode_record(image, id, off);
+      if (d.status != seg::Decode::ok || d.record.kind == seg::Kind::end) break;
+      if (d.record.kind == seg::Kind::batch) {
+        seg_id = id;
+        batch = d.record;
+        ++batches;
+      }
+      off += d.record.framed;
+    }
+  }
+  ASSERT_EQ(batches, 1) << "mput must append its pairs as one write batch";
+  for (const uint32_t cut : {batch.offset + seg::kRecordHeaderSize, batch.offset + batch.framed / 2,
+                             batch.offset + batch.framed - 1}) {
+    SCOPED_TRACE("segment " + std::to_string(seg_id) + " cut at " + std::to_string(cut) +
+                 " inside the batch at [" + std::to_string(batch.offset) + ", " +
+                 std::to_string(batch.offset + batch.framed) + ")");
+    TempDir torn;
+    Files cut_files = files;
+    cut_files.at(seg_id).resize(cut);
+    write_segments(torn.path() / "log", cut_files);
+    EXPECT_EQ(reopen_state(torn.path().string(), config), before)
+        << "a torn batch must recover none of its keys, and every put before it";
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 namespace kv {
 namespace {
@@ -164,6 +165,24 @@ Result<void> KvStore::put(std::string_view key, std::string_view value) {
 }
 
 Result<void> KvStore::del(std::string_view key) { return append('D', key, {}); }
+
+Result<void> KvStore::put_many(std::span<const KeyValue> pairs) {
+  if (pairs.empty()) return {};
+  std::vector<std::string> records;
+  records.reserve(pairs.size());
+  for (const auto& [key, value] : pairs) {
+    if (key.empty()) return make_error(Errc::invalid_argument, "empty key");
+    records.push_back(encode('P', key, value));
+  }
+  // Each pair stays an ordinary record, so replay() needs no batch format
+  // of its own: the log recovers a batch's records all or none.
+  const std::vector<std::string_view> views(records.begin(), records.end());
+  auto at = log_->append_batch(views);  // batch mode: durable when it returns
+  if (!at) return std::unexpected(at.error());
+  for (const auto& r : records) apply(r);
+  next_ = synclog::Position::from_raw(at->back().raw() + 1);
+  return {};
+}
 
 std::optional<std::string> KvStore::get(std::string_view key) const {
   auto it = map_.find(key);

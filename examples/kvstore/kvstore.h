@@ -4,7 +4,8 @@
 //
 // On disk, under `dir`:
 //   log/       the synclog log: one record per put or del, appended in batch
-//              mode, so put() returns only once its record is durable (G1)
+//              mode, so put() returns only once its record is durable (G1);
+//              put_many() appends its records as one write batch
 //   snapshot   the whole map as of a log position, written by checkpoint()
 //
 // Startup loads the snapshot (if any) and replays the log from the position
@@ -19,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -36,6 +38,13 @@ class KvStore {
   // Both return once the change is durable; on error the map is unchanged.
   [[nodiscard]] synclog::Result<void> put(std::string_view key, std::string_view value);
   [[nodiscard]] synclog::Result<void> del(std::string_view key);
+  // Sets every pair as one log write batch: after a crash either all of
+  // them are recovered or none (a later pair wins over an earlier one with
+  // the same key). Returns once durable; on error the map is unchanged.
+  struct KeyValue {
+    std::string_view key, value;
+  };
+  [[nodiscard]] synclog::Result<void> put_many(std::span<const KeyValue> pairs);
   std::optional<std::string> get(std::string_view key) const;
   size_t size() const { return map_.size(); }
 

@@ -5,6 +5,8 @@
 //
 // Reads commands from stdin, one per line, and answers each on stdout:
 //   put KEY VALUE   ->  ok           (once the change is durable)
+//   mput K1 V1 K2 V2 ...  ->  ok     (one write batch: all pairs or none after a
+//                                     crash; values without spaces)
 //   del KEY         ->  ok
 //   get KEY         ->  value VALUE  |  not found
 //   checkpoint      ->  ok           (snapshot written, log released)
@@ -13,7 +15,10 @@
 // a failed write (the log fails stop) prints the error and exits 1.
 #include <cstdio>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "kvstore.h"
 
@@ -54,6 +59,17 @@ int main(int argc, char** argv) {
     synclog::Result<void> done;
     if (cmd == "put" && !key.empty()) {
       done = kv.put(key, value);
+    } else if (cmd == "mput") {
+      std::istringstream words(line.substr(cmd.size()));
+      std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+      if (w.empty() || w.size() % 2 != 0) {
+        std::printf("error: mput needs KEY VALUE pairs\n");
+        std::fflush(stdout);
+        continue;
+      }
+      std::vector<kv::KvStore::KeyValue> pairs;
+      for (size_t i = 0; i < w.size(); i += 2) pairs.push_back({w[i], w[i + 1]});
+      done = kv.put_many(pairs);
     } else if (cmd == "del" && !key.empty()) {
       done = kv.del(key);
     } else if (cmd == "checkpoint") {
@@ -67,7 +83,8 @@ int main(int argc, char** argv) {
       break;
     } else {
       std::printf(
-          "error: unknown command (put KEY VALUE | get KEY | del KEY | checkpoint | quit)\n");
+          "error: unknown command (put KEY VALUE | mput K1 V1 ... | get KEY | del KEY | checkpoint "
+          "| quit)\n");
       std::fflush(stdout);
       continue;
     }
