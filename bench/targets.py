@@ -61,8 +61,11 @@ def fio_ratio_target(t, label, goal, p):
         t.missing(label, "%.2f of fio" % goal, "no batch point with a fio ceiling")
         return
     f = p["fio"]
-    t.add(label, ">= %.2f x fio" % goal,
-          "%.0f op/s vs fio %.0f op/s" % (p["ops_per_s"], f["ceiling"]), "%.2f" % f["ratio"],
+    # Batch and group ceilings are op/s; periodic ones sequential MB/s.
+    unit = f.get("unit", "op/s")
+    engine = p["mb_per_s"] if unit == "MB/s" else p["ops_per_s"]
+    t.add(label, ">= %.3g x fio" % goal,
+          "%.0f %s vs fio %.0f %s" % (engine, unit, f["ceiling"], unit), "%.3g" % f["ratio"],
           f["ratio"] >= goal, name(p))
 
 
@@ -89,8 +92,9 @@ def main(path):
 
     # 3: batch on /dev/shm, one writer, against fio's write+fdatasync rounds
     # on the same tmpfs (there fdatasync returns at once: the ceiling is the
-    # rate of one small write per round).
-    fio_ratio_target(t, "3. batch 128 B /dev/shm, 1 writer", 0.5,
+    # rate of one small write per round). The goal is the former absolute
+    # one, 500k op/s, over fio's 279,546 rounds/s on 2026-12-02.
+    fio_ratio_target(t, "3. batch 128 B /dev/shm, 1 writer", 1.8,
                      best([q for q in pick(points, job="batch-ram", threads=1) if "fio" in q]))
 
     # 4: periodic 4 KiB bandwidth on disk against fio's sequential bandwidth;
@@ -122,7 +126,9 @@ def main(path):
     # same tmpfs; two writers against one.
     hot = {q["threads"]: q for q in pick(points, job="hot-path", metrics=True)}
     if 1 in hot:
-        fio_ratio_target(t, "6. periodic 128 B /dev/shm, 1 writer", 0.25, hot[1])
+        # The former goal, 5 M op/s (640 MB/s), over fio's 11.6 GB/s of
+        # sequential writes into tmpfs on 2026-12-02.
+        fio_ratio_target(t, "6. periodic 128 B /dev/shm, 1 writer", 0.055, hot[1])
         one = hot[1]["ops_per_s"]
         if 2 in hot:
             two = hot[2]["ops_per_s"]
