@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "pipe_lines.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -51,21 +52,7 @@ class Child {
     ::close(from_);
   }
   // The next line of output; nullopt at end of output or after 60 s.
-  std::optional<std::string> line() {
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      pollfd p{from_, POLLIN, 0};
-      if (::poll(&p, 1, 60'000) <= 0) return std::nullopt;
-      char chunk[4096];
-      const ssize_t n = ::read(from_, chunk, sizeof chunk);
-      if (n <= 0) return std::nullopt;
-      buf_.append(chunk, static_cast<size_t>(n));
-    }
-  }
+  std::optional<std::string> line() { return lines_.next(from_, 60'000); }
   void kill() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
@@ -81,7 +68,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   int from_ = -1;
-  std::string buf_;
+  PipeLines lines_;
 };
 
 // Checks that the first `acked` replayed records are the example's records

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "pipe_lines.h"
 #include "segments/format.h"
 #include "test_util.h"
 
@@ -113,21 +114,7 @@ class Child {
   }
 
   // The next line of output; nullopt at end of output or after the timeout.
-  std::optional<std::string> line() {
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      pollfd p{from_, POLLIN, 0};
-      if (::poll(&p, 1, kReplyTimeoutMs) <= 0) return std::nullopt;
-      char chunk[4096];
-      const ssize_t n = ::read(from_, chunk, sizeof chunk);
-      if (n <= 0) return std::nullopt;
-      buf_.append(chunk, static_cast<size_t>(n));
-    }
-  }
+  std::optional<std::string> line() { return lines_.next(from_, kReplyTimeoutMs); }
 
   void kill() {
     ::kill(pid_, SIGKILL);
@@ -148,7 +135,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
-  std::string buf_;
+  PipeLines lines_;
 };
 
 // Reads every key back with `get`.
