@@ -62,6 +62,23 @@ testing::AssertionResult same_records(const std::vector<Replayed>& got,
   return testing::AssertionSuccess();
 }
 
+// Tears segment `id` half-way through, as a crash does when no sync
+// completed after that point: one data record garbled, every later sync
+// marker gone. Returns the torn record's slot.
+Slot tear_half_way(std::string& file, uint64_t id) {
+  const std::vector<Slot> records = records_of(file, id);
+  EXPECT_GT(records.size(), 10u);
+  if (records.size() <= 10) return Slot{};
+  const Slot torn = records[records.size() / 2];
+  EXPECT_EQ(torn.kind, seg::Kind::data);
+  for (uint32_t b = torn.start; b < torn.end; ++b) file[b] = static_cast<char>(file[b] ^ 0x5a);
+  for (const Slot& r : records) {
+    if (r.start > torn.start && r.kind == seg::Kind::sync)
+      std::fill(file.begin() + r.start, file.begin() + r.end, '\0');
+  }
+  return torn;
+}
+
 TEST(RecoveryChain, Path3_PartialReleaseAfterATornTailReplaysNoPhantoms) {
   TempDir dir;
   const fs::path first = dir.path() / "first";
@@ -81,16 +98,8 @@ TEST(RecoveryChain, Path3_PartialReleaseAfterATornTailReplaysNoPhantoms) {
   // The crash state: segment 2 torn half-way, and no completed sync after
   // that point, so segment 3's records were never acknowledged (their sync
   // markers did not get written). Segment 3 still holds valid data records.
-  const std::vector<Slot> two = records_of(files.at(2), 2);
-  ASSERT_GT(two.size(), 10u);
-  const Slot torn = two[two.size() / 2];
-  ASSERT_EQ(torn.kind, seg::Kind::data);
-  std::string& s2 = files.at(2);
-  for (uint32_t b = torn.start; b < torn.end; ++b) s2[b] = static_cast<char>(s2[b] ^ 0x5a);
-  for (const Slot& r : two) {
-    if (r.start > torn.start && r.kind == seg::Kind::sync)
-      std::fill(s2.begin() + r.start, s2.begin() + r.end, '\0');
-  }
+  const Slot torn = tear_half_way(files.at(2), 2);
+  ASSERT_FALSE(HasFailure());
   // Segment 3: its header, then records that no sync covered.
   {
     std::string& s3 = files.at(3);
@@ -227,6 +236,61 @@ TEST(RecoveryChain, Path7_ATieOnTheLogIdIsRefusedInEveryMode) {
     EXPECT_EQ(log.error().code, Errc::bad_directory) << log.error().describe();
     EXPECT_NE(log.error().message.find("disagree on the log id"), std::string::npos)
         << log.error().message;
+  }
+}
+
+// An earlier recovery ended the log inside segment 2 (a torn tail), deleted
+// the files after it and began a new session further on, whose session
+// record names that end. With segment 2 then replaced by another log's file,
+// the end it names cannot be read, but the session record still says why
+// the ids in between are absent: skip-damaged reports the foreign file and
+// nothing else, and replays the new session.
+TEST(RecoveryChain, Path7_AForeignFileHoldingAnEarlierRecoverysEnd) {
+  TempDir dir;
+  const std::vector<Replayed> genuine = write_log(dir.path() / "genuine", 1, 3);
+  (void)write_log(dir.path() / "other", 2, 2);
+  ASSERT_FALSE(HasFailure());
+  Files files = load_segments(dir.path() / "genuine");
+  const Files foreign = load_segments(dir.path() / "other");
+  const Slot torn = tear_half_way(files.at(2), 2);
+  ASSERT_FALSE(HasFailure());
+  // Segment 3 as an unused spare: its header and nothing after it.
+  std::fill(files.at(3).begin() + seg::kHeaderSize, files.at(3).end(), '\0');
+  for (uint64_t id = 4; files.count(id) != 0; ++id) files.erase(id);
+  const fs::path work = dir.path() / "work";
+  write_segments(work, files);
+  std::vector<Replayed> want;
+  for (const Replayed& r : genuine) {
+    if (r.position.segment() == 1) want.push_back(r);
+  }
+  {
+    auto log = Log::open(small_config(work));
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    ASSERT_EQ((*log)->recovery().end, Position(2, torn.start));
+    for (uint64_t i = 0; i < 30; ++i) {
+      std::string data = make_record(3, i, 500);
+      auto pos = (*log)->append(data);
+      ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+      want.push_back(Replayed{*pos, std::move(data)});
+    }
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  ASSERT_GT(want.back().position.segment(), 3u);
+  Files now = load_segments(work);
+  ASSERT_EQ(now.count(3), 0u) << "recovery kept a file after the torn tail";
+  now.at(2) = foreign.at(2);
+  write_segments(work, now);
+
+  Config cfg = small_config(work);
+  cfg.recovery = RecoveryMode::skip_damaged;
+  RecoveryReport report;
+  auto got = replay_all(cfg, &report);
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  EXPECT_TRUE(same_records(*got, want));
+  EXPECT_EQ(report.damage.size(), 1u);
+  for (const Damage& d : report.damage) {
+    EXPECT_EQ(d.at.segment(), 2u) << "reported beside the foreign file: " << d.at.to_string() << " "
+                                  << d.reason;
   }
 }
 

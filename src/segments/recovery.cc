@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -108,8 +109,14 @@ class Recovery {
                                      uint64_t file_size) const;
   // Both fail on an I/O error: a segment that cannot be read is not one
   // that holds no session record (a guess here would fork the history).
-  Result<std::optional<size_t>> find_session_after(size_t from, Position prev_end) const;
-  Result<bool> starts_session(uint64_t id, Position prev_end) const;
+  // `ended_at` says which positions an earlier recovery may have ended the
+  // log at for the walk to continue at a session record naming one.
+  using EndedAt = std::function<bool(Position)>;
+  Result<std::optional<size_t>> find_session_after(size_t from, const EndedAt& ended_at) const;
+  Result<bool> starts_session(uint64_t id, const EndedAt& ended_at) const;
+  bool unusable(uint64_t id) const {
+    return std::find(unusable_.begin(), unusable_.end(), id) != unusable_.end();
+  }
   Result<void> list();
   // Handles the end of valid records at `here`; returns the index of the
   // segment to continue with, or nullopt when the log ends.
@@ -178,19 +185,20 @@ Result<SegmentHeader> Recovery::check_header(uint64_t id, std::span<const std::b
   return *header;
 }
 
-Result<bool> Recovery::starts_session(uint64_t id, Position prev_end) const {
+Result<bool> Recovery::starts_session(uint64_t id, const EndedAt& ended_at) const {
   auto segment = open_segment(id, kHeaderSize + framed_size(kPositionPayload));
   if (!segment) return std::unexpected(segment.error());
   auto r = segment->record(kHeaderSize);
   if (!r) return io_failure(r.error());
   const Decoded& d = *r;
   return d.status == Decode::ok && d.record.kind == Kind::session &&
-         d.record.position_payload() == prev_end;
+         ended_at(d.record.position_payload());
 }
 
-Result<std::optional<size_t>> Recovery::find_session_after(size_t from, Position prev_end) const {
+Result<std::optional<size_t>> Recovery::find_session_after(size_t from,
+                                                           const EndedAt& ended_at) const {
   for (size_t j = from; j < ids_.size(); ++j) {
-    auto starts = starts_session(ids_[j], prev_end);
+    auto starts = starts_session(ids_[j], ended_at);
     if (!starts) return std::unexpected(starts.error());
     if (*starts) return j;
   }
@@ -317,7 +325,7 @@ Result<void> Recovery::list() {
 Result<std::optional<size_t>> Recovery::at_gap(size_t i, SegmentReader& segment, const Decoded& d,
                                                Position here, uint32_t* resume) {
   RecoveryReport& rep = out_.report;
-  auto session = find_session_after(i + 1, here);
+  auto session = find_session_after(i + 1, [&](Position p) { return p == here; });
   if (!session) return std::unexpected(session.error());
   if (auto j = *session) {
     if (*j > i + 1) {
@@ -422,14 +430,18 @@ Result<Recovered> Recovery::run() {
           next = i + 1;
           // Ids skipped for bad headers were reported already.
           uint64_t missing = id + 1;
-          while (missing < ids_[i + 1] &&
-                 std::find(unusable_.begin(), unusable_.end(), missing) != unusable_.end()) {
-            ++missing;
-          }
+          while (missing < ids_[i + 1] && unusable(missing)) ++missing;
           if (missing != ids_[i + 1]) {
             // A gap in the ids is fine only where a later session says the
-            // log ended here (an earlier recovery stopped at this point).
-            auto session = find_session_after(i + 1, rep.end);
+            // log ended here (an earlier recovery stopped at this point), or
+            // inside a file skipped for its bad header, whose records cannot
+            // be read to find that end (reported already).
+            const Position end = rep.end;
+            const uint64_t next_id = ids_[i + 1];
+            auto session = find_session_after(i + 1, [&](Position p) {
+              return p == end ||
+                     (p.segment() > id && p.segment() < next_id && unusable(p.segment()));
+            });
             if (!session) return std::unexpected(session.error());
             if (auto j = *session) {
               if (*j > i + 1) {
