@@ -44,6 +44,7 @@
 #include <thread>
 
 #include "crash_sim.h"
+#include "fail_nth_sync.h"
 #include "io/hook.h"
 #include "segments/segment.h"
 #include "test_util.h"
@@ -87,18 +88,70 @@ struct Workload {
   Api api = Api::blocking;
   bool release = false;
   int threads = 3;
-  int appends = 50;  // calls per thread
+  int appends = 50;   // calls per thread
+  int fail_sync = 0;  // > 0: the n-th data sync after open fails with EIO
 };
 
 std::string describe(const Workload& w) {
   return std::string(to_string(w.mode)) + (w.release ? "+release" : "") + " " +
-         std::to_string(w.threads) + "x" + std::to_string(w.appends) + " " + to_string(w.api);
+         std::to_string(w.threads) + "x" + std::to_string(w.appends) + " " + to_string(w.api) +
+         (w.fail_sync > 0 ? ", data sync " + std::to_string(w.fail_sync) + " fails" : "");
 }
+
+// What a session's appends saw when a sync may fail. Completions run on one
+// thread in position order, so once one reports the failure every later one
+// must too, and each async append gets exactly one.
+struct Outcomes {
+  explicit Outcomes(bool faulty) : faulty(faulty) {}
+  const bool faulty;  // a data sync is made to fail: errors are allowed
+  std::mutex mu;
+  std::vector<std::shared_ptr<std::atomic<int>>>
+      calls;                                   // per async append that returned a position
+  std::atomic<bool> failed{false};             // an error was reported
+  std::atomic<uint64_t> error_completions{0};  // on the completion thread only
+  std::atomic<uint64_t> success_after_error{0};
+  // The records of each call that ended in an error: they may replay, never required.
+  std::vector<std::shared_ptr<const std::vector<std::string>>> unacked;
+
+  void not_acked(std::shared_ptr<const std::vector<std::string>> recs) {
+    std::lock_guard lock(mu);
+    unacked.push_back(std::move(recs));
+  }
+
+  // An append, sync or release error: allowed only where a sync fails.
+  void error(const char* what, const Error& e) {
+    failed = true;
+    EXPECT_TRUE(faulty) << what << " failed: " << e.describe();
+  }
+};
+
+// The recorder, and one failing data sync once armed (after open, so that
+// recovery's own syncs run): the failed operation is not done, so the
+// recorder never sees it and what it would have made durable stays volatile.
+class RecordAndFail : public io::Hook {
+ public:
+  RecordAndFail(Recorder& recorder, int n) : recorder_(recorder), fail_(n) {}
+  void arm() { armed_ = true; }
+  int before(const io::Event& e) override {
+    if (armed_.load()) {
+      if (const int err = fail_.before(e)) return err;
+    }
+    return recorder_.before(e);
+  }
+  void after(const io::Event& e) override { recorder_.after(e); }
+
+ private:
+  Recorder& recorder_;
+  FailNthSync fail_;
+  std::atomic<bool> armed_{false};
+};
 
 struct Session {
   Recording rec;       // with the earlier state as its base
   uint64_t shift = 0;  // moments before the session's first own event
   bool opened = false;
+  bool failed = false;  // the log reported a failed sync
+  uint64_t error_completions = 0;
   std::string open_error;
   Replay replayed;
   RecoveryReport report;
@@ -108,7 +161,8 @@ struct Session {
 // (batch, group) or when the following sync() returns (periodic); async
 // ones when their completion reports success, so a completion that fires
 // before its record is durable is caught at the crash moments after it.
-void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed, uint32_t lane) {
+void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w, uint64_t seed,
+                 uint32_t lane) {
   std::mt19937_64 rng(seed);
   std::vector<std::pair<std::vector<Position>, std::vector<std::string>>> unsynced;
   const bool batches = w.api == Api::batch || w.api == Api::async_batch;
@@ -126,10 +180,17 @@ void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
       auto positions = std::make_shared<std::vector<Position>>();
       auto ready = std::make_shared<std::promise<void>>();
       std::shared_future<void> known = ready->get_future().share();
-      Log::Completion done = [&recorder, recs, positions, known](Result<Position> r) {
+      auto calls = std::make_shared<std::atomic<int>>(0);
+      Log::Completion done = [&recorder, &out, recs, positions, known, calls](Result<Position> r) {
         known.wait();  // the positions are stored before the call returns them
-        EXPECT_TRUE(r.has_value()) << r.error().describe();
-        if (!r) return;
+        ++*calls;
+        if (!r) {
+          out.error("a completion", r.error());
+          ++out.error_completions;
+          out.not_acked(recs);
+          return;
+        }
+        if (out.error_completions.load() > 0) ++out.success_after_error;
         EXPECT_EQ(*r, positions->front());
         recorder.ack_batch(*positions, *recs);
       };
@@ -142,7 +203,11 @@ void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
         else
           at = std::unexpected(pos.error());
       }
-      if (at) *positions = *at;
+      if (at) {
+        *positions = *at;
+        std::lock_guard lock(out.mu);
+        out.calls.push_back(calls);  // an append that failed arranges no completion
+      }
       ready->set_value();
     } else if (batches) {
       at = log.append_batch(views);
@@ -154,8 +219,9 @@ void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
         at = std::unexpected(pos.error());
     }
     if (!at) {
-      ADD_FAILURE() << "append failed: " << at.error().describe();
-      return;
+      out.error("append", at.error());
+      out.not_acked(recs);
+      return;  // an append error ends this writer: later appends could not be ordered
     }
     if (async) continue;
     if (w.mode != SyncMode::periodic) {
@@ -166,7 +232,10 @@ void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
     if (unsynced.size() == 8 || i + 1 == w.appends) {
       auto s = log.sync();
       if (!s) {
-        ADD_FAILURE() << "sync failed: " << s.error().describe();
+        out.error("sync", s.error());
+        for (auto& [p, bytes] : unsynced) {
+          out.not_acked(std::make_shared<const std::vector<std::string>>(std::move(bytes)));
+        }
         return;
       }
       for (auto& [p, bytes] : unsynced) recorder.ack_batch(p, bytes);
@@ -177,12 +246,12 @@ void append_some(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
 
 // Appends from `w.threads` threads while, if the workload says so, another
 // releases what is durable.
-void run_workload(Log& log, Recorder& recorder, const Workload& w, uint64_t seed,
+void run_workload(Log& log, Recorder& recorder, Outcomes& out, const Workload& w, uint64_t seed,
                   uint32_t session) {
   std::vector<std::thread> threads;
   for (int t = 0; t < w.threads; ++t) {
     threads.emplace_back([&, t] {
-      append_some(log, recorder, w, mix_seed(seed, static_cast<uint64_t>(t)),
+      append_some(log, recorder, out, w, mix_seed(seed, static_cast<uint64_t>(t)),
                   (session << 8) | static_cast<uint32_t>(t));
     });
   }
@@ -197,13 +266,45 @@ void run_workload(Log& log, Recorder& recorder, const Workload& w, uint64_t seed
         const Position floor(d.segment() - 1, 0);
         recorder.release(floor);
         auto r = log.release_before(floor);
-        EXPECT_TRUE(r.has_value()) << r.error().describe();
+        if (!r) out.error("release_before", r.error());
       }
     });
   }
   for (auto& th : threads) th.join();
   done = true;
   if (releaser.joinable()) releaser.join();
+}
+
+// Appends that ended in an error may still replay: their records were
+// written. A blocking one returned no position, so where they landed is
+// learnt from what the session left in the page cache (a copy of its files,
+// opened with no hook), and each goes into the recording as appended,
+// never acknowledged.
+void add_unacked(const Config& cfg,
+                 const std::vector<std::shared_ptr<const std::vector<std::string>>>& calls,
+                 Recording* rec) {
+  std::map<std::string_view, size_t> first_of;  // a call's first record -> its record count
+  for (const auto& recs : calls) first_of[recs->front()] = recs->size();
+  TempDir copy;
+  std::filesystem::copy(cfg.dir, copy.path(), std::filesystem::copy_options::recursive);
+  Config c = cfg;
+  c.dir = copy.path();
+  c.recovery = RecoveryMode::skip_damaged;
+  auto log = Log::open(c);
+  ASSERT_TRUE(log.has_value()) << "the failed session's files: " << log.error().describe();
+  uint64_t batch = 0;
+  size_t left = 0;  // records of the current call still to come
+  for (auto& r : read_all(**log)) {
+    if (left == 0) {
+      const auto it = first_of.find(r.data);
+      if (it == first_of.end()) continue;
+      batch = r.position.raw();
+      left = it->second;
+    }
+    rec->acks.push_back(Ack{UINT64_MAX, r.position, std::move(r.data), batch});
+    --left;
+  }
+  EXPECT_TRUE((*log)->close().has_value());
 }
 
 // Records one session on the visible part of `base` (empty for the first).
@@ -225,8 +326,10 @@ Session record_session(const Config& base_cfg, const std::vector<StateFile>& bas
   if (w.mode == SyncMode::periodic) cfg.interval = std::chrono::milliseconds(2);
   if (w.mode == SyncMode::group) cfg.window = std::chrono::microseconds(300);
   Recorder recorder(dir.path(), direct_writes_durable_at_completion(cfg), kSyncDelay);
+  RecordAndFail hook(recorder, w.fail_sync);
+  Outcomes outcomes(w.fail_sync > 0);
   {
-    HookGuard guard(&recorder);
+    HookGuard guard(&hook);
     auto log = Log::open(cfg);
     if (!log) {
       out.open_error = log.error().describe();
@@ -234,12 +337,22 @@ Session record_session(const Config& base_cfg, const std::vector<StateFile>& bas
       out.opened = true;
       out.report = (*log)->recovery();
       for (auto& r : read_all(**log)) out.replayed.emplace_back(r.position, std::move(r.data));
-      run_workload(**log, recorder, w, seed, index);
+      if (w.fail_sync > 0) hook.arm();
+      run_workload(**log, recorder, outcomes, w, seed, index);
       auto closed = (*log)->close();
-      EXPECT_TRUE(closed.has_value()) << closed.error().describe();
+      if (!closed) outcomes.error("close", closed.error());
     }
   }
+  // close() completed or failed every pending append, once each.
+  for (size_t i = 0; i < outcomes.calls.size(); ++i) {
+    EXPECT_EQ(outcomes.calls[i]->load(), 1) << "async append " << i << " of the session";
+  }
+  EXPECT_EQ(outcomes.success_after_error.load(), 0u)
+      << "completions reported success after one reported the failure";
+  out.failed = outcomes.failed.load();
+  out.error_completions = outcomes.error_completions.load();
   Recording rec = recorder.take();
+  if (outcomes.failed) add_unacked(cfg, outcomes.unacked, &rec);
   cfg.dir = "/";
   rec.config = cfg.to_string();
   out.rec = with_base(base, std::move(rec), &out.shift);
@@ -252,9 +365,11 @@ struct Totals {
   uint64_t states = 0;  // crash states opened and checked (each session's open included)
   uint64_t process_crashes = 0;
   uint64_t power_losses = 0;
-  uint64_t acked = 0;          // acknowledgements recorded
-  uint64_t checked = 0;        // required records checked present, summed over states
-  uint64_t foreign_swaps = 0;  // session boundaries where another log's file was put in
+  uint64_t acked = 0;              // acknowledgements recorded
+  uint64_t checked = 0;            // required records checked present, summed over states
+  uint64_t foreign_swaps = 0;      // session boundaries where another log's file was put in
+  uint64_t failed_sessions = 0;    // sessions whose log failed at an injected sync failure
+  uint64_t error_completions = 0;  // async appends completed with that failure
   uint64_t failures = 0;
 };
 
@@ -402,8 +517,20 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
     w.mode = m == 0 ? SyncMode::batch : m == 1 ? SyncMode::group : SyncMode::periodic;
     w.release = rng() % 2 == 0;
     w.api = static_cast<Api>(rng() % 4);
+    {
+      // Drawn apart from `rng`, so the history's other choices stay as
+      // they were before sessions could fail.
+      std::mt19937_64 f(mix_seed(seed, 200 + static_cast<uint64_t>(s)));
+      if (f() % 4 == 0) {
+        w.fail_sync = 1 + static_cast<int>(f() % 20);
+        // Mostly with completions pending when the sync fails.
+        if (f() % 3 != 0) w.api = f() % 2 == 0 ? Api::async : Api::async_batch;
+      }
+    }
     Session sess = record_session(cfg, base, w, mix_seed(seed, 100 + s), static_cast<uint32_t>(s));
     ++totals->sessions;
+    totals->failed_sessions += sess.failed ? 1 : 0;
+    totals->error_completions += sess.error_completions;
     trail += " session " + std::to_string(s + 1) + " (" + describe(w) + ")";
     if (!sess.opened) {
       ++totals->failures;
@@ -631,8 +758,10 @@ TEST(ChainSim, CrashRestartChains) {
             << t.histories << " histories of " << sessions << " sessions, " << t.states
             << " crash states (" << t.power_losses << " power losses, " << t.process_crashes
             << " process crashes), " << t.acked << " acknowledged records recorded, " << t.checked
-            << " required records checked, " << t.foreign_swaps << " foreign segments swapped in; "
-            << t.failures << " failed, in " << secs << " s" << std::endl;
+            << " required records checked, " << t.foreign_swaps << " foreign segments swapped in, "
+            << t.failed_sessions << " sessions failed at a sync (" << t.error_completions
+            << " completions failed); " << t.failures << " failed, in " << secs << " s"
+            << std::endl;
   EXPECT_EQ(t.failures, 0u);
   if (extra > 0 && !(one && *one)) {
     EXPECT_GT(t.foreign_swaps, 0u) << "no history allowed another log's segment: path 7 untested";

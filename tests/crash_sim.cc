@@ -138,7 +138,9 @@ Recording with_base(const std::vector<StateFile>& base, Recording session, uint6
     e.end += seq;
     out.events.push_back(std::move(e));
   }
-  for (auto& a : session.acks) a.seq += seq;
+  for (auto& a : session.acks) {
+    if (a.seq != UINT64_MAX) a.seq += seq;  // UINT64_MAX: appended, never acknowledged
+  }
   for (auto& r : session.releases) r.first += seq;
   out.acks = std::move(session.acks);
   out.releases = std::move(session.releases);
