@@ -167,7 +167,10 @@ TEST(Async, FailedSyncFailsEveryPendingCallbackOnce) {
     for (int i = 0; i < 20'000 && !log->stats().failures; ++i) {
       if (log->append_async(make_record(0, i, 200), out.callback())) ++returned;
     }
-    if (log->stats().failures) hook.observed();
+    // Failed before close(): otherwise the check of syncs begun after the
+    // failure below would look at none.
+    ASSERT_GT(log->stats().failures, 0u) << "sync 20 did not fail within 20,000 appends";
+    hook.observed();
     // Appends after the failure are refused, and start no sync.
     EXPECT_FALSE(log->append_async("after the failure", out.callback()).has_value());
     EXPECT_FALSE(log->close().has_value());

@@ -6,8 +6,11 @@
 
 namespace synclog {
 
-void Completions::add(Position pos, Callback done) {
+void Completions::start() {
   std::call_once(started_, [this] { thread_ = std::thread([this] { run(); }); });
+}
+
+void Completions::add(Position pos, Callback done) {
   {
     std::lock_guard lock(mu_);
     pending_.emplace(pos.raw(), std::move(done));

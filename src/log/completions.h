@@ -25,7 +25,11 @@ class Completions {
   Completions(const Completions&) = delete;
   Completions& operator=(const Completions&) = delete;
 
-  // Arranges one call of `done` for the record at `pos`.
+  // Starts the thread if it is not running. Called before the record goes
+  // in flight: creating a thread inside the in-flight window would hold up
+  // the sync that must wait for the registration.
+  void start();
+  // Arranges one call of `done` for the record at `pos` (after start()).
   void add(Position pos, Callback done);
   // Once the driver is closed: runs or fails what is left, stops the thread.
   void stop();

@@ -49,6 +49,7 @@ Result<Position> Log::Impl::write(const Write& w) {
       &ctx};
   const bool called_back = w.done && *w.done;
   const seg::Appender::Placed* hook = called_back ? &placed : nullptr;
+  if (called_back) completions->start();
 
   const bool waits = !w.async && config.mode != SyncMode::periodic;
   metrics::Shard* shard = config.metrics ? &metrics.local() : nullptr;
