@@ -139,6 +139,11 @@ TEST(EmptyRecord, EveryApiReplaysAtItsPositionAcrossReopen) {
       ASSERT_LT(w[i - 1].position, w[i].position) << "positions not ascending at " << i;
     }
     EXPECT_TRUE(same(read_all(**log), w)) << "reader of the open log";
+    // The oldest record is an empty one.
+    auto oldest = (*log)->oldest();
+    ASSERT_TRUE(oldest.has_value()) << oldest.error().describe();
+    ASSERT_TRUE(oldest->has_value());
+    EXPECT_EQ(**oldest, w[0].position);
     // A reader from each record's position starts exactly there, an empty
     // record and an empty record inside a batch included.
     for (size_t i = 0; i < w.size(); ++i) {
