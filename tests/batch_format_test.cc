@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/crc32c.h"
 #include "segments/batch.h"
 #include "segments/format.h"
 
@@ -41,6 +42,10 @@ std::vector<std::byte> with_payload(const std::vector<std::byte>& payload) {
 }
 
 void put32(std::vector<std::byte>& v, size_t at, uint32_t x) { std::memcpy(&v[at], &x, 4); }
+
+uint32_t crc_of_header(const std::vector<std::byte>& h) {
+  return io::crc32c(0, std::span(h).first(kHeaderSize - 4));
+}
 
 TEST(BatchFormat, InnerRecordsComeBackAtTheirEntries) {
   const std::vector<std::string> records = {"a", "12345678", "123456789", std::string(300, 'x')};
@@ -117,8 +122,11 @@ TEST(BatchFormat, ShortOrMalformedBatchesAreBadDespiteTheirChecksum) {
   put32(p, 12, 16);
   put32(p, 8, 9);
   EXPECT_STREQ(decode_record(with_payload(p), 5, 64).reason, "batch entry runs past the batch");
+  // An empty inner record (version 4) is an 8-byte entry: this payload is
+  // one entry header too long for it.
   put32(p, 8, 0);
-  EXPECT_STREQ(decode_record(with_payload(p), 5, 64).reason, "empty record in batch");
+  EXPECT_STREQ(decode_record(with_payload(p), 5, 64).reason,
+               "batch record longer than its entries");
   put32(p, 8, 3);
   put32(p, 4, 1);
   EXPECT_STREQ(decode_record(with_payload(p), 5, 64).reason, "reserved batch field set");
@@ -134,6 +142,49 @@ TEST(BatchFormat, ShortOrMalformedBatchesAreBadDespiteTheirChecksum) {
   EXPECT_STREQ(decode_record(image, 5, 64).reason, "bad batch record length");
 }
 
+// Version 4: inner records may be empty. Each still has its own entry, so
+// its own position, and leads back to its batch.
+TEST(BatchFormat, EmptyInnerRecordsHaveTheirOwnEntries) {
+  const std::vector<std::string> records = {"", "a", "", "", std::string(9, 'n'), ""};
+  for (uint32_t at : {64u, 72u, 4096u}) {
+    const Encoded e = encode_batch(records, at);
+    const Decoded d = decode_record(e.image, 5, at);
+    ASSERT_EQ(d.status, Decode::ok) << d.reason;
+    EXPECT_EQ(batch_count(d.record), records.size());
+    size_t i = 0;
+    for (auto r = inner_at(d.record, first_entry(d.record)); r;
+         r = inner_at(d.record, r->offset + r->framed), ++i) {
+      ASSERT_LT(i, records.size());
+      EXPECT_EQ(r->offset, e.entries[i]);
+      EXPECT_EQ(r->framed, batch_entry_size(records[i].size()));
+      EXPECT_EQ(r->data.size(), records[i].size());
+      EXPECT_TRUE(is_entry(d.record, r->offset));
+      auto b = batch_from_entry(std::span(e.image).subspan(r->offset, kEntryHeader), r->offset);
+      ASSERT_TRUE(b.has_value());
+      EXPECT_EQ(*b, at);
+      // An entry header never reads as a record, valid or unwritten.
+      EXPECT_EQ(decode_record(e.image, 5, r->offset).status, Decode::bad);
+    }
+    EXPECT_EQ(i, records.size());
+    EXPECT_EQ(last_entry(d.record), e.entries.back());
+    EXPECT_EQ(batch_entry_size(0), kEntryHeader);
+  }
+  // A batch of one empty record is the smallest batch.
+  const Encoded one = encode_batch({""});
+  const Decoded d = decode_record(one.image, 5, 64);
+  ASSERT_EQ(d.status, Decode::ok) << d.reason;
+  EXPECT_EQ(d.record.payload.size(), kBatchHeader + kEntryHeader);
+  EXPECT_EQ(kBatchMinPayload, kBatchHeader + kEntryHeader);
+  // Every bit flip in it is still caught.
+  for (uint32_t byte = 64; byte < 64 + d.record.framed; ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      auto copy = one.image;
+      copy[byte] ^= std::byte{static_cast<uint8_t>(1u << bit)};
+      EXPECT_NE(decode_record(copy, 5, 64).status, Decode::ok) << byte << " " << bit;
+    }
+  }
+}
+
 TEST(BatchFormat, TruncatedBatchIsBad) {
   const Encoded e = encode_batch({"first", "second", std::string(100, 's')});
   const uint32_t framed = decode_record(e.image, 5, 64).record.framed;
@@ -143,14 +194,32 @@ TEST(BatchFormat, TruncatedBatchIsBad) {
   }
 }
 
-TEST(BatchFormat, HeadersSayVersion3AndOlderVersionsStayReadable) {
+TEST(BatchFormat, HeadersSayVersion4AndOlderVersionsStayReadable) {
   std::vector<std::byte> buf(kHeaderSize);
   encode_header(SegmentHeader{1, 1 << 20, 4096}, buf);
   auto h = decode_header(buf);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->version, 3u);
-  EXPECT_EQ(kVersion, 3u);
+  EXPECT_EQ(h->version, 4u);
+  EXPECT_EQ(kVersion, 4u);
   EXPECT_EQ(kOldestReadableVersion, 1u);
+  // Versions 1..3 are read; 5 is refused, naming what this build reads.
+  auto with_version = [&](uint32_t v) {
+    std::vector<std::byte> b(buf);
+    std::memcpy(&b[8], &v, 4);
+    const uint32_t crc = crc_of_header(b);
+    std::memcpy(&b[60], &crc, 4);
+    return decode_header(b);
+  };
+  for (uint32_t v : {1u, 2u, 3u, 4u}) {
+    auto old = with_version(v);
+    ASSERT_TRUE(old.has_value()) << "version " << v << ": " << old.error().message;
+    EXPECT_EQ(old->version, v);
+  }
+  auto future = with_version(5);
+  ASSERT_FALSE(future.has_value());
+  EXPECT_NE(future.error().message.find("unsupported format version 5 (this build reads 1 to 4)"),
+            std::string::npos)
+      << future.error().message;
   std::string s = to_string(Kind::batch);
   EXPECT_EQ(s, "batch");
 }

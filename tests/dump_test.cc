@@ -217,7 +217,7 @@ TEST(Dump, HealthyLog) {
   Output cfg = dump({"config", dir});
   EXPECT_EQ(cfg.rc, 0) << show(cfg);
   EXPECT_TRUE(contains(cfg.out, "segment_size    262144 bytes")) << cfg.out;
-  EXPECT_TRUE(contains(cfg.out, "format version  3")) << cfg.out;
+  EXPECT_TRUE(contains(cfg.out, "format version  4")) << cfg.out;
   EXPECT_TRUE(contains(cfg.out, "does not record")) << cfg.out;
 
   EXPECT_TRUE(snapshot(tmp.path()) == before) << "synclog-dump changed the log directory";
@@ -835,6 +835,58 @@ TEST(Dump, LostAndFound) {
     EXPECT_EQ(r.rc, 1) << cmd << "\n" << show(r);
     EXPECT_TRUE(contains(r.out + r.err, "lost+found")) << cmd << "\n" << show(r);
   }
+}
+
+// Empty records (format version 4): print, verify and stats show them as
+// data records of 0 bytes, at their positions, never as the end.
+TEST(Dump, EmptyRecords) {
+  TempDir tmp;
+  std::vector<std::string> recs = {"", "a", "", "", std::string(20, 'b'), ""};
+  std::vector<Written> w = append_session(tmp.path(), recs);
+  {
+    auto log = Log::open(small_config(tmp.path()));
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    const std::string none, x = "x";
+    const std::span<const std::byte> batch[] = {{}, std::as_bytes(std::span(x)), {}};
+    auto at = (*log)->append_batch(batch);
+    ASSERT_TRUE(at.has_value()) << at.error().describe();
+    for (size_t i = 0; i < 3; ++i) w.push_back({(*at)[i], i == 1 ? x : none});
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  ASSERT_EQ(w.size(), 9u);
+  const std::string dir = tmp.path().string();
+
+  Output v = dump({"verify", dir});
+  EXPECT_EQ(v.rc, 0) << show(v);
+  EXPECT_TRUE(contains(v.out, "9 records")) << show(v);
+
+  Output raw = dump({"print", dir, "--raw"});
+  EXPECT_EQ(raw.rc, 0) << raw.err;
+  expect_same(parse_raw(raw.out), w);
+  // From an empty record's position, inside a batch too.
+  Output from = dump({"print", dir, "--raw", "--from", w[7].position.to_string()});
+  expect_same(parse_raw(from.out), {w.begin() + 7, w.end()});
+
+  Output p = dump({"print", dir});
+  ASSERT_EQ(p.rc, 0) << show(p);
+  const auto rows = lines(p.out);
+  ASSERT_EQ(rows.size(), w.size()) << p.out;
+  EXPECT_EQ(rows[0], w[0].position.to_string() + " data 0 bytes \"\"");
+  EXPECT_EQ(rows[8], w[8].position.to_string() + " data 0 bytes \"\"");
+
+  Output j = dump({"print", dir, "--json"});
+  const auto js = json_lines(j);
+  ASSERT_EQ(js.size(), w.size());
+  EXPECT_EQ(js[2].at("size"), 0);
+  EXPECT_EQ(js[2].at("framed"), 8);
+  EXPECT_EQ(js[2].at("payload_hex"), "");
+
+  Output s = dump({"stats", dir, "--json"});
+  ASSERT_EQ(s.rc, 0) << show(s);
+  const json sj = json_object(s);
+  EXPECT_EQ(sj.at("kinds").at("data").at("records"), 9);  // a batch's records included
+  EXPECT_EQ(sj.at("data_sizes").at("min"), 0);
+  EXPECT_EQ(sj.at("data_sizes").at("max"), 20);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -125,6 +126,67 @@ TEST(Format, PositionMarkers) {
   ASSERT_EQ(d.status, Decode::ok);
   EXPECT_EQ(d.record.kind, Kind::sync);
   EXPECT_EQ(d.record.position_payload(), Position(2, 1000));
+}
+
+// Version 4: a data record may be empty. Its frame is the 8-byte header
+// alone, and its checksum over (segment id, offset, word) is what tells it
+// from an unwritten slot (crc 0, word 0).
+TEST(Format, EmptyDataRecordRoundTripsAtEveryOffset) {
+  std::vector<std::byte> image(4096);
+  for (uint32_t off = kHeaderSize; off + kRecordHeaderSize <= 1024; off += kAlign) {
+    encode_record(image, 11, off, Kind::data, {});
+  }
+  for (uint32_t off = kHeaderSize; off + kRecordHeaderSize <= 1024; off += kAlign) {
+    const Decoded d = decode_record(image, 11, off);
+    ASSERT_EQ(d.status, Decode::ok) << "at " << off << ": " << d.reason;
+    EXPECT_EQ(d.record.kind, Kind::data);
+    EXPECT_EQ(d.record.offset, off);
+    EXPECT_EQ(d.record.framed, kRecordHeaderSize);
+    EXPECT_TRUE(d.record.payload.empty());
+    EXPECT_EQ(claimed_framed_size(std::span(image).subspan(off, kRecordHeaderSize)),
+              kRecordHeaderSize);
+    // Valid only where it was written (F2).
+    EXPECT_EQ(decode_record(image, 12, off).status, Decode::bad);
+  }
+  EXPECT_EQ(decode_record(image, 11, 1024).status, Decode::empty);
+  EXPECT_EQ(framed_size(0), kRecordHeaderSize);
+  // A header-only window reads it whole.
+  const Decoded w = decode_record(std::span(image).subspan(72, 8), 72, 11, 72);
+  EXPECT_EQ(w.status, Decode::ok) << w.reason;
+  // Gathered from nothing, or from empty pieces: the same bytes.
+  std::vector<std::byte> gathered(4096);
+  const std::span<const std::byte> none[] = {{}, {}};
+  encode_gathered(gathered, 11, 64, Kind::data, none);
+  encode_gathered(gathered, 11, 72, Kind::data, {});
+  EXPECT_TRUE(std::equal(gathered.begin() + 64, gathered.begin() + 80, image.begin() + 64));
+}
+
+TEST(Format, EmptyDataRecordWithAFlippedBitIsBadNotEmpty) {
+  std::vector<std::byte> image(256);
+  encode_record(image, 9, 64, Kind::data, {});
+  for (uint32_t byte = 64; byte < 64 + kRecordHeaderSize; ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      auto copy = image;
+      copy[byte] ^= std::byte(1 << bit);
+      const Decoded d = decode_record(copy, 9, 64);
+      EXPECT_EQ(d.status, Decode::bad) << "byte " << byte << " bit " << bit;
+    }
+  }
+  // Cut short anywhere inside its header: bad too, never empty.
+  for (size_t cut = 64; cut < 64 + kRecordHeaderSize; ++cut) {
+    EXPECT_EQ(decode_record(std::span(image).first(cut), 9, 64).status, Decode::bad) << cut;
+  }
+  // Its word with the checksum zeroed, or the checksum with the word
+  // zeroed, is a torn header, not a slot nobody wrote.
+  auto no_crc = image;
+  std::fill(no_crc.begin() + 64, no_crc.begin() + 68, std::byte{0});
+  EXPECT_EQ(decode_record(no_crc, 9, 64).status, Decode::bad);
+  auto no_word = image;
+  std::fill(no_word.begin() + 68, no_word.begin() + 72, std::byte{0});
+  EXPECT_EQ(decode_record(no_word, 9, 64).status, Decode::bad);
+  // Only crc 0 and word 0 together is an empty slot.
+  std::vector<std::byte> zeros(256);
+  EXPECT_EQ(decode_record(zeros, 9, 64).status, Decode::empty);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ namespace synclog {
 struct Record {
   Position position;                // where the record starts (inside its batch for a batch's
                                     // records); what append() returned; pass to release_before
-  std::span<const std::byte> data;  // valid until the Reader's next call
+  std::span<const std::byte> data;  // valid until the Reader's next call; may be empty
 };
 
 // A region recovery could not use, with the reason (a checksum mismatch, a
@@ -71,7 +71,8 @@ class SYNCLOG_API Reader {
   ~Reader();
 
   // The next record, std::nullopt at the end, or an error (a segment released
-  // under the reader, an I/O error, damage that appeared after open).
+  // under the reader, an I/O error, damage that appeared after open). An
+  // empty record is a Record with empty data, never the end.
   [[nodiscard]] Result<std::optional<Record>> next();
 
   struct Impl;
@@ -150,9 +151,11 @@ class SYNCLOG_API Log {
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
 
-  // Appends one record (1 byte to config.max_record_size()). In batch and
-  // group mode it returns once the record is durable; in periodic mode at
-  // once. After a sync failure every call returns Errc::failed.
+  // Appends one record (0 bytes to config.max_record_size(); an empty
+  // record is a record like any other: it has its own position and readers
+  // return it with empty data). In batch and group mode it returns once the
+  // record is durable; in periodic mode at once. After a sync failure every
+  // call returns Errc::failed.
   [[nodiscard]] Result<Position> append(std::span<const std::byte> record);
   [[nodiscard]] Result<Position> append(std::string_view record) {
     return append(std::as_bytes(std::span(record.data(), record.size())));
@@ -160,8 +163,9 @@ class SYNCLOG_API Log {
 
   // Appends one record given in pieces (gather input): the record is their
   // concatenation, checksummed and copied into the log with no intermediate
-  // copy. Empty pieces are allowed; the total has the limits, the errors
-  // and the wait of append(). The pieces are read only during the call.
+  // copy. Empty pieces are allowed, and so are no pieces or only empty ones
+  // (an empty record); the total has the limits, the errors and the wait of
+  // append(). The pieces are read only during the call.
   [[nodiscard]] Result<Position> append(std::span<const std::span<const std::byte>> pieces);
 
   // Appends `records` as one write batch: contiguous in the log, in order,
@@ -169,10 +173,11 @@ class SYNCLOG_API Log {
   // Returns each record's position, ascending; readers, tailers, read(from)
   // and release_before treat them like the positions append() returns. In
   // batch and group mode it returns once every record is durable; in
-  // periodic mode at once. Errc::invalid_argument for an empty batch, an
-  // empty record, or a batch whose encoding (8 bytes, plus 8 per record and
-  // each record padded to 8) exceeds config.max_record_size(). Thread-safe
-  // like append(); concurrent batches never interleave.
+  // periodic mode at once. Records may be empty (each still has its own
+  // position). Errc::invalid_argument for an empty batch (no records), or a
+  // batch whose encoding (8 bytes, plus 8 per record and each record padded
+  // to 8) exceeds config.max_record_size(). Thread-safe like append();
+  // concurrent batches never interleave.
   [[nodiscard]] Result<std::vector<Position>> append_batch(
       std::span<const std::span<const std::byte>> records);
   [[nodiscard]] Result<std::vector<Position>> append_batch(

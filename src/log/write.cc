@@ -8,9 +8,8 @@
 namespace synclog {
 
 Result<void> Log::Impl::admit(uint64_t bytes, const std::string& what) const {
-  if (bytes == 0) {
-    return make_error(Errc::invalid_argument, "empty " + what + " (records hold 1 byte or more)");
-  }
+  // 0 bytes is a record too (format version 4): engines log markers and
+  // empty transactions, and its 8-byte header tells it from an unwritten slot.
   if (bytes > config.max_record_size()) {
     return make_error(Errc::invalid_argument,
                       what + " of " + std::to_string(bytes) + " bytes exceeds the maximum of " +

@@ -50,7 +50,6 @@ const char* check_batch(std::span<const std::byte> payload) {
     if (at + kEntryHeader > payload.size()) return "batch record shorter than its count";
     const uint32_t len = load32(payload.data() + at);
     const uint32_t back = load32(payload.data() + at + 4);
-    if (len == 0) return "empty record in batch";
     if (back != at + kRecordHeaderSize) return "batch entry names another batch";
     at += batch_entry_size(len);
     if (at > payload.size()) return "batch entry runs past the batch";

@@ -22,8 +22,8 @@ namespace synclog::seg {
 
 inline constexpr uint32_t kBatchHeader = 8;  // count, reserved
 inline constexpr uint32_t kEntryHeader = 8;  // len, back
-// One inner record of 1 to 8 bytes.
-inline constexpr uint32_t kBatchMinPayload = kBatchHeader + kEntryHeader + kAlign;
+// One empty inner record.
+inline constexpr uint32_t kBatchMinPayload = kBatchHeader + kEntryHeader;
 
 constexpr uint64_t batch_entry_size(uint64_t len) {
   return kEntryHeader + ((len + kAlign - 1) & ~uint64_t{kAlign - 1});
@@ -33,7 +33,7 @@ constexpr uint64_t batch_entry_size(uint64_t len) {
 // headers are held here, the records' bytes stay where the caller has them.
 class BatchLayout {
  public:
-  // `records` (each 1 byte or more) must outlive pieces().
+  // `records` (empty ones too) must outlive pieces().
   explicit BatchLayout(std::span<const std::span<const std::byte>> records);
   // Payload bytes; may exceed kMaxPayload (the caller checks its limit).
   uint64_t payload_size() const { return size_; }

@@ -20,11 +20,11 @@ namespace synclog::seg {
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
-// Version 2 added the loss record, version 3 the batch record. Older files
-// are read as they are; every header this build writes says 3, so a build
-// that does not know batch records refuses the directory instead of taking
-// one for damage.
-inline constexpr uint32_t kVersion = 3;
+// Version 2 added the loss record, version 3 the batch record, version 4
+// empty data records (len 0, alone or inside a batch). Older files are read
+// as they are; every header this build writes says 4, so a build that
+// would take an empty record for damage refuses the directory instead.
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
@@ -34,7 +34,7 @@ inline constexpr uint32_t kPositionPayload = 8;  // sync and session records car
 
 enum class Kind : uint8_t {
   none = 0,     // never written: all-zero header
-  data = 1,     // a user record
+  data = 1,     // a user record, 0 bytes or more
   sync = 2,     // sync marker: payload = durable position before this sync began,
                 // then zero padding that ends the sync on a block boundary (tail=pad)
   end = 3,      // end of segment: replay continues in the next segment

@@ -98,13 +98,20 @@ void Driver::run() {
     if (config_.mode == SyncMode::batch) {
       // The lead, as an appender takes it: the failure is marked before the
       // lead is released (see wait_durable).
-      std::lock_guard lead(leader_);
-      if (!failed_.load() && Position::from_raw(requested_.load()) > durable()) {
-        if (auto r = sync_once(); !r) {
-          fail(r.error());
-          return;
+      {
+        std::lock_guard lead(leader_);
+        if (!failed_.load() && Position::from_raw(requested_.load()) > durable()) {
+          if (auto r = sync_once(); !r) {
+            fail(r.error());
+            return;
+          }
         }
       }
+      // An appender that found the lead taken waits for a new generation;
+      // one whose record this sync did not cover would otherwise sleep on
+      // after the unlock with no one left to lead (seen with async appends
+      // and append_batch mixed on aio).
+      nudge();
       continue;
     }
     const Position d = durable();

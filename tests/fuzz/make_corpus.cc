@@ -145,6 +145,19 @@ int main(int argc, char** argv) {
     check(log->close(), "close");
     write_seed(out, "segment_switch", {segment(s.path, 1, /*trim=*/false), segment(s.path, 2)});
   }
+  {  // Empty records (version 4): alone, inside a batch, a batch of them only.
+    Scratch s("empty");
+    auto log = check(Log::open(config(s.path)), "open");
+    check(log->append(std::string_view()), "append");
+    check(log->append(record(1, 5)), "append");
+    const std::string_view mixed[] = {"", "ab", ""};
+    check(log->append_batch(mixed), "append_batch");
+    const std::string_view none[] = {"", ""};
+    check(log->append_batch(none), "append_batch");
+    check(log->append(std::string_view()), "append");
+    check(log->close(), "close");
+    write_seed(out, "empty_records", {segment(s.path, 1)});
+  }
   {  // The bare header of a fresh segment.
     Scratch s("header");
     auto log = check(Log::open(config(s.path)), "open");

@@ -107,7 +107,8 @@ Replay replay(const Log& log) {
     }
     if (!*rec) return out;
     const auto& r = **rec;
-    if (r.data.empty() || r.data.size() > max) fail("replay returned a record of impossible size");
+    // Empty records are records (format version 4); only too large is impossible.
+    if (r.data.size() > max) fail("replay returned a record of impossible size");
     if (!out.records.empty() && r.position.raw() <= out.records.back().first) {
       fail("replay went backwards at " + r.position.to_string());
     }
