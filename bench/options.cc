@@ -69,6 +69,10 @@ constexpr Key kKeys[] = {
      Scope::job},
     {"queue-depth", "", "LIST", "Config queue_depth values (uring, aio); default: Config's",
      Scope::job},
+    {"syncs-in-flight", "", "LIST",
+     "Config syncs_in_flight values (uring, aio in batch mode): syncs pipelined on the device; "
+     "default: Config's (1)",
+     Scope::job},
     {"metrics", "", "LIST",
      "Config metrics values (on, off): sweep with the log's latency histograms and append "
      "counters on and off; pairs that differ only in metrics get an overhead line at the end; "
@@ -379,6 +383,8 @@ JobOptions make_job(const std::string& name, const Values& values) {
   job.segment_sizes = as_config_list("segment-size", get("segment-size"), "segment_size");
   job.sync_threads = as_config_list("sync-threads", get("sync-threads"), "sync_threads");
   job.queue_depths = as_config_list("queue-depth", get("queue-depth"), "queue_depth");
+  job.syncs_in_flight =
+      as_config_list("syncs-in-flight", get("syncs-in-flight"), "syncs_in_flight");
   for (const auto& item : as_config_list("metrics", get("metrics"), "metrics")) {
     synclog::Config c;
     (void)c.set("metrics", item);  // checked above

@@ -39,15 +39,16 @@ struct JobOptions {
   std::vector<std::string> segment_kinds;  // "auto": the backend's own kind
   std::vector<std::string> modes;          // periodic, batch, group
   std::vector<SizeSpec> sizes;
-  std::vector<std::string> segment_sizes;  // Config values; empty: Config default
-  std::vector<std::string> sync_threads;   // "
-  std::vector<std::string> queue_depths;   // "
-  std::vector<std::string> metrics;        // "true", "false"; empty: Config default
-  std::vector<uint32_t> inflight;          // append_async calls kept outstanding; 0: blocking
-  std::vector<uint32_t> batch;             // records per write batch; 1: single appends
-  std::string config;                      // more Config keys: "interval=5ms,prezero=false"
-  std::optional<double> duration_s;        // nullopt: auto (the run's budget spread over points)
-  uint64_t ops = 0;                        // > 0: a fixed op count per point instead
+  std::vector<std::string> segment_sizes;    // Config values; empty: Config default
+  std::vector<std::string> sync_threads;     // "
+  std::vector<std::string> queue_depths;     // "
+  std::vector<std::string> syncs_in_flight;  // "": Config's default
+  std::vector<std::string> metrics;          // "true", "false"; empty: Config default
+  std::vector<uint32_t> inflight;            // append_async calls kept outstanding; 0: blocking
+  std::vector<uint32_t> batch;               // records per write batch; 1: single appends
+  std::string config;                        // more Config keys: "interval=5ms,prezero=false"
+  std::optional<double> duration_s;          // nullopt: auto (the run's budget spread over points)
+  uint64_t ops = 0;                          // > 0: a fixed op count per point instead
   double warmup_s = 0.2;
   uint32_t retain = 2;     // segments kept behind the slowest writer; 0: no release
   uint64_t max_bytes = 0;  // > 0: end a point early after this many payload bytes

@@ -41,6 +41,7 @@ std::vector<std::string> key_axes(const JobOptions& job) {
   cross("segment_size", job.segment_sizes);
   cross("sync_threads", job.sync_threads);
   cross("queue_depth", job.queue_depths);
+  cross("syncs_in_flight", job.syncs_in_flight);
   cross("metrics", job.metrics);
   return out;
 }

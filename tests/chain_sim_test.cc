@@ -88,13 +88,16 @@ struct Workload {
   Api api = Api::blocking;
   bool release = false;
   int threads = 3;
-  int appends = 50;   // calls per thread
-  int fail_sync = 0;  // > 0: the n-th data sync after open fails with EIO
+  int appends = 50;              // calls per thread
+  int fail_sync = 0;             // > 0: the n-th data sync after open fails with EIO
+  uint32_t syncs_in_flight = 1;  // > 1: pipelined syncs (direct backends, batch mode)
 };
 
 std::string describe(const Workload& w) {
   return std::string(to_string(w.mode)) + (w.release ? "+release" : "") + " " +
          std::to_string(w.threads) + "x" + std::to_string(w.appends) + " " + to_string(w.api) +
+         (w.syncs_in_flight > 1 ? ", " + std::to_string(w.syncs_in_flight) + " syncs in flight"
+                                : "") +
          (w.fail_sync > 0 ? ", data sync " + std::to_string(w.fail_sync) + " fails" : "");
 }
 
@@ -331,6 +334,7 @@ Session record_session(const Config& base_cfg, const std::vector<StateFile>& bas
   cfg.mode = w.mode;
   if (w.mode == SyncMode::periodic) cfg.interval = std::chrono::milliseconds(2);
   if (w.mode == SyncMode::group) cfg.window = std::chrono::microseconds(300);
+  cfg.syncs_in_flight = w.syncs_in_flight;
   Recorder recorder(dir.path(), direct_writes_durable_at_completion(cfg), kSyncDelay);
   RecordAndFail hook(recorder, w.fail_sync);
   Outcomes outcomes(w.fail_sync > 0);
@@ -532,6 +536,13 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
         // Mostly with completions pending when the sync fails.
         if (f() % 3 != 0) w.api = f() % 2 == 0 ? Api::async : Api::async_batch;
       }
+    }
+    {
+      // Also apart from `rng`: half of the direct backends' batch-mode
+      // sessions pipeline their syncs.
+      std::mt19937_64 p(mix_seed(seed, 300 + static_cast<uint64_t>(s)));
+      const bool direct = cfg.backend == BackendKind::uring || cfg.backend == BackendKind::aio;
+      if (direct && w.mode == SyncMode::batch && p() % 2 == 0) w.syncs_in_flight = 4;
     }
     Session sess = record_session(cfg, base, w, mix_seed(seed, 100 + s), static_cast<uint32_t>(s));
     ++totals->sessions;

@@ -20,9 +20,9 @@ struct Run {
 
 // Config keys (docs/config.md) that no header stores.
 constexpr const char* kNotRecorded[] = {
-    "backend",  "segment_kind",   "mode",        "interval", "lag_bound",
-    "window",   "spare_segments", "recycle",     "prezero",  "max_total_size",
-    "recovery", "sync_threads",   "queue_depth", "tail",     "direct_sync"};
+    "backend",        "segment_kind", "mode",        "interval",       "lag_bound", "window",
+    "spare_segments", "recycle",      "prezero",     "max_total_size", "recovery",  "sync_threads",
+    "queue_depth",    "tail",         "direct_sync", "syncs_in_flight"};
 
 }  // namespace
 

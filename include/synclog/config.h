@@ -68,6 +68,10 @@ struct SYNCLOG_API Config {
   // Used by the backends that need them.
   uint32_t sync_threads = 4;
   uint32_t queue_depth = 8;
+  // Batch mode, direct segments with tail=pad: syncs that may be in flight
+  // at once, each writing its own blocks; durable() advances over the
+  // completed prefix. 1 = one sync at a time.
+  uint32_t syncs_in_flight = 1;
   TailPolicy tail = TailPolicy::pad;
   DirectSync direct_sync = DirectSync::auto_select;
   // Latency histograms and counters (Log::stats()); off saves two clock

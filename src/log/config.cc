@@ -186,6 +186,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "spare_segments") return assign(parse_count(key, value), &spare_segments);
   if (key == "sync_threads") return assign(parse_count(key, value), &sync_threads);
   if (key == "queue_depth") return assign(parse_count(key, value), &queue_depth);
+  if (key == "syncs_in_flight") return assign(parse_count(key, value), &syncs_in_flight);
   if (key == "block_size") return assign(parse_count(key, value), &block_size);
   if (key == "recycle") return assign(parse_bool(key, value), &recycle);
   if (key == "prezero") return assign(parse_bool(key, value), &prezero);
@@ -197,8 +198,8 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
       "unknown config key '" + std::string(key) +
           "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
           "segment_size, spare_segments, recycle, prezero, max_total_size, "
-          "allocation_timeout, recovery, sync_threads, queue_depth, tail, direct_sync, "
-          "block_size, metrics, on_sync_failure, create_dir, group_read)");
+          "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
+          "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -257,6 +258,28 @@ Result<void> Config::validate() const {
     return invalid("config key 'queue_depth': " + std::to_string(queue_depth) +
                    " is outside 1..4096");
   }
+  if (syncs_in_flight < 1 || syncs_in_flight > 64) {
+    return invalid("config key 'syncs_in_flight': " + std::to_string(syncs_in_flight) +
+                   " is outside 1..64");
+  }
+  if (syncs_in_flight > 1) {
+    // Syncs in flight together must write disjoint blocks, each made
+    // durable by its own writes: direct segments whose syncs end on a block
+    // boundary. Batch mode only: periodic and group modes pace syncs by time.
+    const std::string why =
+        "config key 'syncs_in_flight': " + std::to_string(syncs_in_flight) + " needs ";
+    const bool direct =
+        backend == BackendKind::uring || backend == BackendKind::aio ||
+        (backend == BackendKind::auto_select && segment_kind == SegmentKind::direct);
+    if (!direct) {
+      return invalid(why + "backend=uring, backend=aio or segment_kind=direct (backend is " +
+                     synclog::to_string(backend) + ")");
+    }
+    if (tail != TailPolicy::pad) return invalid(why + "tail=pad (tail is rewrite)");
+    if (mode != SyncMode::batch) {
+      return invalid(why + "mode=batch (mode is " + synclog::to_string(mode) + ")");
+    }
+  }
   if (block_size != 0 &&
       (block_size < 512 || block_size > 4096 || (block_size & (block_size - 1)) != 0)) {
     return invalid("config key 'block_size': " + std::to_string(block_size) +
@@ -296,6 +319,7 @@ std::string Config::to_string() const {
   add("recovery", synclog::to_string(recovery));
   add("sync_threads", std::to_string(sync_threads));
   add("queue_depth", std::to_string(queue_depth));
+  add("syncs_in_flight", std::to_string(syncs_in_flight));
   add("tail", synclog::to_string(tail));
   add("direct_sync", synclog::to_string(direct_sync));
   add("block_size", std::to_string(block_size));

@@ -189,6 +189,16 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     if (!passed.empty()) why += " (" + passed + ")";
   }
   if (!started->direct_why.empty()) why += (why.empty() ? "" : "; ") + started->direct_why;
+  // The first backend passed the probe; the others run the same code.
+  for (uint32_t i = 1; i < impl->config.syncs_in_flight; ++i) {
+    auto b = sync::make_backend(impl->config, impl->block_size);
+    if (!b) return std::unexpected(b.error());
+    impl->more_backends.push_back(std::move(*b));
+  }
+  if (impl->config.syncs_in_flight > 1) {
+    why += (why.empty() ? "" : "; ") + std::to_string(impl->config.syncs_in_flight) +
+           " syncs in flight";
+  }
   if (!why.empty()) impl->backend_description += " (" + why + ")";
   const uint32_t block = impl->block_size;
 
@@ -241,8 +251,10 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     return std::unexpected(r.error());
   }
   // Nothing of this session is synced yet (its first segment may not exist).
+  std::vector<sync::Backend*> backends{impl->backend.get()};
+  for (auto& b : impl->more_backends) backends.push_back(b.get());
   impl->driver = std::make_unique<sync::Driver>(
-      impl->config, *impl->appender, *impl->backend, impl->report.end, Position{},
+      impl->config, *impl->appender, std::move(backends), impl->report.end, Position{},
       impl->config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block
                                                                                          : 8,
       impl->metrics);

@@ -33,6 +33,8 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   std::unique_ptr<seg::SegmentManager> manager;
   std::unique_ptr<seg::Appender> appender;
   std::unique_ptr<sync::Backend> backend;
+  // syncs_in_flight > 1: one more backend per further sync in flight.
+  std::vector<std::unique_ptr<sync::Backend>> more_backends;
   std::string backend_description;
   uint32_t block_size = 0;
   std::unique_ptr<sync::Driver> driver;

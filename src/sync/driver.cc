@@ -25,31 +25,46 @@ uint64_t ns(std::chrono::microseconds us) { return static_cast<uint64_t>(us.coun
 
 }  // namespace
 
-Driver::Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-               Position synced, uint32_t marker_align, metrics::Metrics& metrics)
+Driver::Driver(const Config& config, seg::Appender& appender, std::vector<Backend*> backends,
+               Position durable, Position synced, uint32_t marker_align, metrics::Metrics& metrics)
     : config_(config),
       marker_align_(marker_align),
       metrics_(metrics),
       appender_(appender),
-      backend_(backend),
+      backend_(*backends.at(0)),
       max_spinners_(std::max(1u, io::cpu_count() - 1)),
       durable_(durable.raw()),
-      synced_(synced) {
+      synced_(synced),
+      issued_(synced.raw()) {
   lag_deadline_ns_.store(io::coarse_now_ns() + ns(config_.interval) + ns(config_.lag_bound));
+  lanes_.resize(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {
+    lanes_[i].backend = backends[i];
+    idle_.push_back(&lanes_[i]);
+  }
 }
 
 Driver::~Driver() {
   stopping_.store(true);
   kick();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void Driver::start() {
-  thread_ = std::thread([this] { run(); });
+  if (!pipelined()) {
+    threads_.emplace_back([this] { run(); });
+    return;
+  }
+  for (size_t i = 0; i < lanes_.size(); ++i) threads_.emplace_back([this] { run_lane(); });
 }
 
 bool Driver::has_work() const {
   if (stopping_.load()) return true;
+  // After a failure nothing is synced again; close() wakes the thread.
+  if (failed_.load()) return false;
+  if (pipelined()) return Position::from_raw(requested_.load()) > issued();
   const Position d = durable();
   if (Position::from_raw(requested_.load()) > d) return true;
   // Batch mode: blocking appenders lead their own syncs; the thread syncs
@@ -60,16 +75,16 @@ bool Driver::has_work() const {
 
 void Driver::kick() {
   kick_.fetch_add(1);
-  kick_.notify_one();
+  kick_.notify_all();
   { std::lock_guard lock(mu_); }
   cv_.notify_all();
 }
 
 void Driver::park() {
   const uint32_t k = kick_.load();
-  parked_.store(true);
+  parked_.fetch_add(1);
   if (!has_work()) kick_.wait(k);
-  parked_.store(false, std::memory_order_relaxed);
+  parked_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Driver::sleep_until(uint64_t deadline_ns) {
@@ -79,6 +94,137 @@ void Driver::sleep_until(uint64_t deadline_ns) {
     if (now >= deadline_ns) return;
     cv_.wait_for(lock, std::chrono::nanoseconds(deadline_ns - now));
   }
+}
+
+void Driver::run_lane() {
+  while (!stopping_.load()) {
+    if (!has_work()) {
+      park();
+      continue;
+    }
+    Lane* lane = take_lane(true);
+    auto r = sync_on(*lane);
+    // Marked failed before the lane is free again (see wait_durable).
+    if (!r) fail(r.error());
+    give_lane(lane);
+    nudge();
+    if (!r) return;
+  }
+}
+
+Driver::Lane* Driver::take_lane(bool wait) {
+  std::unique_lock lock(lanes_mu_);
+  if (wait) lanes_cv_.wait(lock, [&] { return !idle_.empty(); });
+  if (idle_.empty()) return nullptr;
+  Lane* lane = idle_.back();
+  idle_.pop_back();
+  for (seg::Segment* s : lane->retire) lane->backend->retire(*s);
+  lane->retire.clear();
+  return lane;
+}
+
+void Driver::give_lane(Lane* lane) {
+  {
+    std::lock_guard lock(lanes_mu_);
+    idle_.push_back(lane);
+  }
+  lanes_cv_.notify_one();
+}
+
+Result<std::optional<Driver::Job>> Driver::reserve() {
+  std::lock_guard lock(reserve_mu_);
+  // Never sync again after a failed sync, even a range of its own: nothing
+  // later may be acknowledged.
+  if (failed_.load()) return failed_error();
+  Job job;
+  job.from = issued();
+  if (appender_.head() <= job.from) return std::optional<Job>();
+  uint64_t padding = 0;
+  bool aligned = false;
+  // The marker names the contiguous prefix published so far: a later sync
+  // finishing first never vouches for a range still in flight.
+  if (auto marker = appender_.append_marker(durable(), marker_align_, &padding)) {
+    job.target = *marker;
+    aligned = true;
+    padding_.fetch_add(padding, std::memory_order_relaxed);
+  } else if (marker.error().code == Errc::no_space || marker.error().code == Errc::closed) {
+    job.target = appender_.head();
+  } else {
+    return std::unexpected(marker.error());
+  }
+  job.ticket = next_ticket_++;
+  // Without a marker the range ends inside a block, which the next sync
+  // writes again: that one waits for this one, or an older copy of the
+  // block could land over a newer one.
+  job.after_previous = !issued_aligned_;
+  issued_aligned_ = aligned;
+  issued_.store(job.target.raw(), std::memory_order_release);
+  return job;
+}
+
+Result<void> Driver::sync_on(Lane& lane) {
+  auto job = reserve();
+  if (!job) return std::unexpected(job.error());
+  if (!*job) return {};
+  appender_.drain();
+  return complete(lane, **job);
+}
+
+Result<void> Driver::complete(Lane& lane, const Job& job) {
+  if (job.after_previous) {
+    std::unique_lock lock(publish_mu_);
+    publish_cv_.wait(lock, [&] { return publish_next_ >= job.ticket || failed_.load(); });
+    if (failed_.load()) return failed_error();
+  }
+  const uint64_t start = io::now_ns();
+  if (auto rs = ranges(job.from, job.target); !rs.empty()) {
+    if (auto r = lane.backend->persist(rs); !r) return r;
+  }
+  const uint64_t took = io::now_ns() - start;
+  last_persist_ns_.store(took, std::memory_order_relaxed);
+  metrics::Shard& shard = metrics_.local();
+  shard.record(metrics::Hist::sync, took);
+  shard.add(metrics::Count::syncs, 1);
+  std::vector<seg::Segment*> done;
+  {
+    std::lock_guard lock(publish_mu_);
+    finished_.emplace(job.ticket, job.target);
+    std::optional<Position> newest;
+    for (auto it = finished_.begin(); it != finished_.end() && it->first == publish_next_;
+         it = finished_.erase(it)) {
+      newest = it->second;
+      ++publish_next_;
+    }
+    // After a failure the prefix stops where it was: nothing is
+    // acknowledged any more anyway.
+    if (newest && !failed_.load()) {
+      done = appender_.forget_before(newest->segment());
+      publish(*newest);
+    }
+  }
+  publish_cv_.notify_all();
+  retire_segments(done);
+  return {};
+}
+
+void Driver::retire_segments(const std::vector<seg::Segment*>& done) {
+  if (done.empty()) return;
+  {
+    std::lock_guard lock(lanes_mu_);
+    for (Lane& lane : lanes_) {
+      const bool idle = std::find(idle_.begin(), idle_.end(), &lane) != idle_.end();
+      for (seg::Segment* s : done) {
+        if (idle) {
+          lane.backend->retire(*s);
+        } else {
+          lane.retire.push_back(s);
+        }
+      }
+    }
+  }
+  // A busy lane may still hold the segment's file or pinned image in its
+  // slots: harmless, it drops them before its next write.
+  for (seg::Segment* s : done) appender_.retire(*s);
 }
 
 void Driver::run() {
@@ -159,22 +305,26 @@ Result<void> Driver::sync_once() {
   return {};
 }
 
-Result<void> Driver::persist_through(Position target) {
-  if (target <= synced_) return {};
-  std::vector<Range> ranges;
-  for (seg::Segment* s : appender_.segments_from(synced_.segment())) {
+std::vector<Range> Driver::ranges(Position from, Position target) const {
+  std::vector<Range> out;
+  for (seg::Segment* s : appender_.segments_from(from.segment())) {
     if (s->id() > target.segment()) break;
-    const uint64_t from = s->id() == synced_.segment() ? synced_.offset() : seg::kHeaderSize;
+    const uint64_t start = s->id() == from.segment() ? from.offset() : seg::kHeaderSize;
     uint64_t to = target.offset();
     if (s->id() < target.segment()) {
       // Sealed: its end record was written before the switch we are past.
       to = s->sealed_end.load(std::memory_order_acquire);
       if (to == 0) to = s->size();
     }
-    if (to > from) ranges.push_back(Range{s, from, to});
+    if (to > start) out.push_back(Range{s, start, to});
   }
-  if (!ranges.empty()) {
-    if (auto r = backend_.persist(ranges); !r) return r;
+  return out;
+}
+
+Result<void> Driver::persist_through(Position target) {
+  if (target <= synced_) return {};
+  if (auto rs = ranges(synced_, target); !rs.empty()) {
+    if (auto r = backend_.persist(rs); !r) return r;
   }
   synced_ = target;
   // Complete segments need no image any more (a direct segment's is
@@ -264,7 +414,20 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
     // the durable position says.
     if (failed_.load()) return failed_error();
     if (done()) return {};
-    if (may_lead && leader_.try_lock()) {
+    if (may_lead && pipelined()) {
+      // A record no reserved sync covers yet: lead one on a free lane.
+      const bool covered = inclusive ? target <= issued() : target < issued();
+      Lane* lane = covered ? nullptr : take_lane(false);
+      if (lane != nullptr) {
+        Result<void> r;
+        if (!failed_.load() && !done()) r = sync_on(*lane);
+        if (!r) fail(r.error());
+        give_lane(lane);
+        generation_.fetch_add(1, std::memory_order_release);
+        generation_.notify_all();
+        continue;
+      }
+    } else if (may_lead && leader_.try_lock()) {
       // Everything reserved so far, this target included, is covered by the
       // marker sync_once() reserves now.
       if (!failed_.load() && !done()) {
@@ -299,7 +462,7 @@ Result<void> Driver::wait_durable(Position target, bool inclusive) {
 Result<void> Driver::after_append(Position pos) {
   if (config_.mode == SyncMode::batch) return wait_durable(pos, false);
   if (config_.mode == SyncMode::group) {
-    if (parked_.load()) kick();
+    if (parked_.load() > 0) kick();
     return wait_durable(pos, false);
   }
   uint64_t now = io::coarse_now_ns();
@@ -324,7 +487,7 @@ void Driver::request(Position target) {
   }
   // Sequentially consistent with park(): either it sees the request or
   // this sees it parked.
-  if (parked_.load()) kick();
+  if (parked_.load() > 0) kick();
 }
 
 Result<void> Driver::after_async_append(Position pos) {
@@ -333,7 +496,7 @@ Result<void> Driver::after_async_append(Position pos) {
       request(Position::from_raw(pos.raw() + 1));
       return {};
     case SyncMode::group:
-      if (parked_.load()) kick();
+      if (parked_.load() > 0) kick();
       return {};
     case SyncMode::periodic:
       return after_append(pos);
@@ -392,8 +555,15 @@ Result<void> Driver::sync() {
 Result<void> Driver::close() {
   stopping_.store(true);
   kick();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
   std::lock_guard lead(leader_);  // batch mode: no appender is leading now
+  // Pipelined: every lane, so no sync is in flight and none starts.
+  std::vector<Lane*> held;
+  if (pipelined()) {
+    for (size_t i = 0; i < lanes_.size(); ++i) held.push_back(take_lane(true));
+  }
   // However close ends, watchers learn that nothing more becomes durable.
   struct Closed {
     Driver& d;
@@ -404,7 +574,20 @@ Result<void> Driver::close() {
     }
   } closed{*this};
   if (failed_.load()) return failed_error();
+  auto finish_pipelined = [&]() -> Result<void> {
+    if (auto r = sync_on(*held[0]); !r) return r;
+    auto end = appender_.seal();
+    if (!end) return std::unexpected(end.error());
+    Job job;
+    {
+      std::lock_guard lock(reserve_mu_);
+      job = Job{next_ticket_++, issued(), *end, false};
+      issued_.store(end->raw(), std::memory_order_release);
+    }
+    return complete(*held[0], job);
+  };
   auto finish = [&]() -> Result<void> {
+    if (pipelined()) return finish_pipelined();
     if (auto r = sync_once(); !r) return r;
     auto end = appender_.seal();
     if (!end) return std::unexpected(end.error());

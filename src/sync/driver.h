@@ -16,9 +16,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "io/event_fd.h"
 #include "metrics/metrics.h"
@@ -42,8 +44,9 @@ class Driver {
   // session that no sync has covered yet (Position{} while the session has
   // no segment: a sync then starts after the header of each of its segments).
   // `marker_align` > 8 pads every sync to that boundary (direct I/O, tail=pad).
-  Driver(const Config& config, seg::Appender& appender, Backend& backend, Position durable,
-         Position synced, uint32_t marker_align, metrics::Metrics& metrics);
+  // `backends` holds config.syncs_in_flight of them, one per sync in flight.
+  Driver(const Config& config, seg::Appender& appender, std::vector<Backend*> backends,
+         Position durable, Position synced, uint32_t marker_align, metrics::Metrics& metrics);
   ~Driver();
 
   void start();
@@ -102,12 +105,42 @@ class Driver {
   [[nodiscard]] Result<void> wait_durable(Position target, bool inclusive);
   // Batch mode: asks the thread for a sync that covers `target`.
   void request(Position target);
+  // The byte ranges of the segments in [from, to) (Position{} as `from`:
+  // from the header end of each of the session's segments).
+  std::vector<Range> ranges(Position from, Position to) const;
+
+  // Pipelined syncs (syncs_in_flight > 1). A sync is reserved in ticket
+  // order (its marker, so its range follows the previous sync's), persisted
+  // on a lane of its own, then published once every earlier ticket has
+  // finished: durable() only ever covers a contiguous prefix.
+  struct Lane {
+    Backend* backend = nullptr;
+    std::vector<seg::Segment*> retire;  // complete segments to drop before its next sync
+  };
+  struct Job {
+    uint64_t ticket = 0;
+    Position from;
+    Position target;
+    bool after_previous = false;  // starts inside the previous sync's last block
+  };
+  bool pipelined() const { return lanes_.size() > 1; }
+  Position issued() const { return Position::from_raw(issued_.load(std::memory_order_acquire)); }
+  void run_lane();
+  Lane* take_lane(bool wait);
+  void give_lane(Lane* lane);
+  // Reserves the next sync (nullopt: nothing new to sync).
+  [[nodiscard]] Result<std::optional<Job>> reserve();
+  [[nodiscard]] Result<void> sync_on(Lane& lane);
+  [[nodiscard]] Result<void> complete(Lane& lane, const Job& job);
+  // Drops segments every lane is done with (each lane's own slots for them
+  // at its next take if it is busy now).
+  void retire_segments(const std::vector<seg::Segment*>& done);
 
   const Config config_;
   const uint32_t marker_align_;
   metrics::Metrics& metrics_;
   seg::Appender& appender_;
-  Backend& backend_;
+  Backend& backend_;  // the first lane's
 
   const uint32_t max_spinners_;  // followers that may spin at once; the rest park
   std::atomic<uint32_t> spinners_{0};
@@ -115,8 +148,8 @@ class Driver {
   std::atomic<uint64_t> durable_;
   std::atomic<uint32_t> generation_{0};  // bumped after each publish; waiters sleep on it
   std::atomic<uint32_t> kick_{0};        // wakes a parked syncer
-  std::atomic<bool> parked_{false};
-  std::atomic<uint64_t> requested_{0};  // sync(): raw position callers wait for
+  std::atomic<uint32_t> parked_{0};      // syncer threads parked
+  std::atomic<uint64_t> requested_{0};   // sync(): raw position callers wait for
   std::atomic<uint64_t> lag_deadline_ns_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
@@ -136,7 +169,20 @@ class Driver {
   std::atomic<uint64_t> lag_blocked_{0};
   std::atomic<uint64_t> max_lag_us_{0};
   std::atomic<uint64_t> padding_{0};
-  std::thread thread_;
+  std::vector<std::thread> threads_;  // one per lane
+
+  std::vector<Lane> lanes_;
+  std::mutex lanes_mu_;  // idle_, every Lane::retire
+  std::condition_variable lanes_cv_;
+  std::vector<Lane*> idle_;
+  std::mutex reserve_mu_;         // next_ticket_, issued_aligned_; issued_'s stores
+  std::atomic<uint64_t> issued_;  // raw: where the last reserved sync ends
+  uint64_t next_ticket_ = 0;
+  bool issued_aligned_ = true;
+  std::mutex publish_mu_;  // publish_next_, finished_, the publishes of pipelined syncs
+  std::condition_variable publish_cv_;
+  uint64_t publish_next_ = 0;              // the oldest ticket not yet published
+  std::map<uint64_t, Position> finished_;  // persisted, waiting for an earlier ticket
 };
 
 }  // namespace synclog::sync
