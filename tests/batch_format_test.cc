@@ -194,15 +194,15 @@ TEST(BatchFormat, TruncatedBatchIsBad) {
   }
 }
 
-TEST(BatchFormat, HeadersSayVersion4AndOlderVersionsStayReadable) {
+TEST(BatchFormat, HeadersSayVersion5AndOlderVersionsStayReadable) {
   std::vector<std::byte> buf(kHeaderSize);
   encode_header(SegmentHeader{1, 1 << 20, 4096}, buf);
   auto h = decode_header(buf);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->version, 4u);
-  EXPECT_EQ(kVersion, 4u);
+  EXPECT_EQ(h->version, 5u);
+  EXPECT_EQ(kVersion, 5u);
   EXPECT_EQ(kOldestReadableVersion, 1u);
-  // Versions 1..3 are read; 5 is refused, naming what this build reads.
+  // Versions 1..4 are read; 6 is refused, naming what this build reads.
   auto with_version = [&](uint32_t v) {
     std::vector<std::byte> b(buf);
     std::memcpy(&b[8], &v, 4);
@@ -210,14 +210,14 @@ TEST(BatchFormat, HeadersSayVersion4AndOlderVersionsStayReadable) {
     std::memcpy(&b[60], &crc, 4);
     return decode_header(b);
   };
-  for (uint32_t v : {1u, 2u, 3u, 4u}) {
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u}) {
     auto old = with_version(v);
     ASSERT_TRUE(old.has_value()) << "version " << v << ": " << old.error().message;
     EXPECT_EQ(old->version, v);
   }
-  auto future = with_version(5);
+  auto future = with_version(6);
   ASSERT_FALSE(future.has_value());
-  EXPECT_NE(future.error().message.find("unsupported format version 5 (this build reads 1 to 4)"),
+  EXPECT_NE(future.error().message.find("unsupported format version 6 (this build reads 1 to 5)"),
             std::string::npos)
       << future.error().message;
   std::string s = to_string(Kind::batch);

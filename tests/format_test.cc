@@ -88,7 +88,7 @@ TEST(Format, ReservedFlagsAndKindsAreRejected) {  // F6
   copy[64 + 7] |= std::byte{0x10};  // a flag bit of a future version
   EXPECT_STREQ(decode_record(copy, 1, 64).reason, "reserved record flags set");
   copy = image;
-  copy[64 + 7] = std::byte{0x09};
+  copy[64 + 7] = std::byte{0x0a};  // the first kind after `last`
   EXPECT_STREQ(decode_record(copy, 1, 64).reason, "unknown record kind");
 }
 

@@ -22,7 +22,7 @@ struct Run {
 constexpr const char* kNotRecorded[] = {
     "backend",        "segment_kind", "mode",        "interval",       "lag_bound", "window",
     "spare_segments", "recycle",      "prezero",     "max_total_size", "recovery",  "sync_threads",
-    "queue_depth",    "tail",         "direct_sync", "syncs_in_flight"};
+    "queue_depth",    "tail",         "direct_sync", "syncs_in_flight", "max_record"};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 #include "dump.h"
 #include "io/terminal.h"
@@ -31,6 +32,14 @@ std::string marker_detail(const seg::RecordView& r) {
     }
     case seg::Kind::batch:
       return "(the " + std::to_string(seg::batch_count(r)) + " records that follow, all or none)";
+    case seg::Kind::first: {
+      uint64_t total = 0;
+      std::memcpy(&total, r.payload.data(), sizeof total);
+      return "(first fragment of a record of " + std::to_string(total) + " bytes)";
+    }
+    case seg::Kind::middle:
+    case seg::Kind::last:
+      return "(fragment)";
     default:
       return {};
   }
@@ -82,7 +91,11 @@ int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all)
   uint64_t shown = 0;
   std::optional<Position> next;  // the first record past --limit
   auto walked = walk_records(c.dir, *rec, range, [&](Position at, const seg::RecordView& r) {
-    if (r.kind != seg::Kind::data && !all) return true;
+    // Fragments are shown as they lie; replay returns a record whole only
+    // when every fragment is there (docs/format.md).
+    const bool user = r.kind == seg::Kind::data || r.kind == seg::Kind::first ||
+                      r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
+    if (!user && !all) return true;
     if (range.limit && shown == *range.limit) {
       next = at;
       return false;

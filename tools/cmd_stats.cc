@@ -56,8 +56,9 @@ uint64_t damaged_bytes(const RecoveryReport& r) {
   return n;
 }
 
-constexpr seg::Kind kKinds[] = {seg::Kind::data, seg::Kind::sync,  seg::Kind::session,
-                                seg::Kind::loss, seg::Kind::batch, seg::Kind::end};
+constexpr seg::Kind kKinds[] = {seg::Kind::data,  seg::Kind::sync,   seg::Kind::session,
+                                seg::Kind::loss,  seg::Kind::batch,  seg::Kind::end,
+                                seg::Kind::first, seg::Kind::middle, seg::Kind::last};
 
 struct Stats {
   std::map<seg::Kind, Tally> kinds;

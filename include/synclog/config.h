@@ -59,6 +59,10 @@ struct SYNCLOG_API Config {
   bool recycle = true;                  // reuse released files instead of deleting
   bool prezero = true;                  // write zeros into new files (fast later syncs)
   uint64_t max_total_size = 0;          // bytes of segment files; 0 = unbounded
+  // The largest record append() takes, in bytes; 0 = max_unfragmented_size().
+  // Records above that are written as fragments across segments (up to
+  // 1GiB); batches stay within max_unfragmented_size().
+  uint64_t max_record = 0;
   // How long an append waits for a segment (size limit, full disk) before
   // it fails with Errc::no_space.
   std::chrono::milliseconds allocation_timeout{5'000};
@@ -102,8 +106,12 @@ struct SYNCLOG_API Config {
   [[nodiscard]] Result<void> set(std::string_view key, std::string_view value);
   // Checks values and combinations; Log::open calls it.
   [[nodiscard]] Result<void> validate() const;
-  // The largest record append() accepts with this segment size.
+  // The largest record append() accepts: max_record, or by default
+  // max_unfragmented_size().
   uint64_t max_record_size() const;
+  // The largest record (or encoded batch) written as one data record: half
+  // of segment_size less 64, at most 16MiB-1.
+  uint64_t max_unfragmented_size() const;
   // "key=value,..." with every key, round-trips through parse().
   std::string to_string() const;
   // Permissions of the files and of a directory the log creates.

@@ -22,10 +22,10 @@ Result<std::vector<Position>> write_batch(Log::Impl& impl,
   const std::string what = "batch of " + std::to_string(records.size()) + " records";
   // Refused before the layout is built: a batch far over the limit must
   // not allocate entry headers first.
-  if (auto r = impl.admit(bytes, what); !r) return std::unexpected(r.error());
+  if (auto r = impl.admit(bytes, what, true); !r) return std::unexpected(r.error());
   const seg::BatchLayout layout(records);
   if (auto r = impl.admit(layout.payload_size(),
-                          what + " (" + std::to_string(bytes) + " bytes of data) encoded");
+                          what + " (" + std::to_string(bytes) + " bytes of data) encoded", true);
       !r) {
     return std::unexpected(r.error());
   }

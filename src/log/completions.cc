@@ -10,14 +10,14 @@ void Completions::start() {
   std::call_once(started_, [this] { thread_ = std::thread([this] { run(); }); });
 }
 
-void Completions::add(Position pos, Callback done) {
+void Completions::add(Position settled, Position pos, Callback done) {
   {
     std::lock_guard lock(mu_);
-    pending_.emplace(pos.raw(), std::move(done));
+    pending_.emplace(settled.raw(), Pending{pos, std::move(done)});
   }
   // The thread may have looked, and gone to sleep, before the insert: if
   // nothing more will happen to wake it, make it look again.
-  if (driver_.durable() > pos || driver_.failed() || driver_.closed()) driver_.nudge();
+  if (driver_.durable() > settled || driver_.failed() || driver_.closed()) driver_.nudge();
 }
 
 size_t Completions::pending() const {
@@ -26,7 +26,7 @@ size_t Completions::pending() const {
 }
 
 bool Completions::fire_ready() {
-  std::vector<std::pair<uint64_t, Callback>> ready;
+  std::vector<std::pair<uint64_t, Pending>> ready;
   bool failed = false, closed = false;
   uint64_t durable = 0;
   {
@@ -44,8 +44,9 @@ bool Completions::fire_ready() {
   }
   std::optional<Error> error;
   if (failed) error = driver_.failed_error().error();
-  for (auto& [raw, done] : ready) {
-    const Position pos = Position::from_raw(raw);
+  for (auto& [raw, p] : ready) {
+    const Position pos = p.pos;
+    const Callback& done = p.done;
     if (raw < durable && !failed) {
       done(pos);
     } else if (error) {

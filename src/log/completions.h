@@ -29,8 +29,9 @@ class Completions {
   // in flight: creating a thread inside the in-flight window would hold up
   // the sync that must wait for the registration.
   void start();
-  // Arranges one call of `done` for the record at `pos` (after start()).
-  void add(Position pos, Callback done);
+  // Arranges one call of `done` with `pos` once durable() passes `settled`
+  // (the record's last fragment, or `pos` itself), after start().
+  void add(Position settled, Position pos, Callback done);
   // Once the driver is closed: runs or fails what is left, stops the thread.
   void stop();
   // Callbacks registered and not yet run.
@@ -43,7 +44,11 @@ class Completions {
 
   sync::Driver& driver_;
   mutable std::mutex mu_;
-  std::map<uint64_t, Callback> pending_;  // by raw position
+  struct Pending {
+    Position pos;
+    Callback done;
+  };
+  std::map<uint64_t, Pending> pending_;  // by raw settled position
   std::once_flag started_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -6,9 +6,12 @@
 #include <span>
 
 #include "segments/format.h"
+#include "segments/fragments.h"
 
 namespace synclog {
 namespace {
+
+constexpr uint64_t kMaxRecordLimit = uint64_t{1} << 30;
 
 template <class E>
 struct Named {
@@ -183,6 +186,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   }
   if (key == "segment_size") return assign(parse_size(key, value), &segment_size);
   if (key == "max_total_size") return assign(parse_size(key, value), &max_total_size);
+  if (key == "max_record") return assign(parse_size(key, value), &max_record);
   if (key == "spare_segments") return assign(parse_count(key, value), &spare_segments);
   if (key == "sync_threads") return assign(parse_count(key, value), &sync_threads);
   if (key == "queue_depth") return assign(parse_count(key, value), &queue_depth);
@@ -197,7 +201,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
       Errc::invalid_config,
       "unknown config key '" + std::string(key) +
           "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
-          "segment_size, spare_segments, recycle, prezero, max_total_size, "
+          "segment_size, spare_segments, recycle, prezero, max_total_size, max_record, "
           "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
           "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read)");
 }
@@ -221,11 +225,15 @@ Result<Config> Config::parse(std::string_view text) {
   return c;
 }
 
-uint64_t Config::max_record_size() const {
-  // Half a segment (as Cassandra limits mutations), so a record always fits
-  // in a fresh segment even after a session record and sync markers.
+uint64_t Config::max_unfragmented_size() const {
+  // Half a segment, so a record always fits in a fresh segment even after a
+  // session record and sync markers, and a switch wastes at most half of one.
   const uint64_t half = segment_size / 2 - seg::kHeaderSize;
   return std::min<uint64_t>(half, seg::kMaxPayload);
+}
+
+uint64_t Config::max_record_size() const {
+  return max_record != 0 ? max_record : max_unfragmented_size();
 }
 
 Result<void> Config::validate() const {
@@ -243,6 +251,26 @@ Result<void> Config::validate() const {
                    " cannot hold the active segment, one more and " +
                    std::to_string(spare_segments) + " spare(s) of segment_size " +
                    std::to_string(segment_size) + " (0 means unbounded)");
+  }
+  if (max_record > kMaxRecordLimit) {
+    return invalid("config key 'max_record': " + std::to_string(max_record) +
+                   " is above 1GiB (a reader holds a whole record in memory)");
+  }
+  if (max_total_size != 0 && max_record > max_unfragmented_size()) {
+    // The active segment, the segments the largest record spans and the
+    // spares must fit together, or that record could never be written.
+    const uint64_t need =
+        (uint64_t{seg::fragment_segments_needed(max_record, segment_size)} + spare_segments + 1) *
+        segment_size;
+    if (max_total_size < need) {
+      return invalid("config key 'max_record': a record of " + std::to_string(max_record) +
+                     " bytes spans up to " +
+                     std::to_string(seg::fragment_segments_needed(max_record, segment_size)) +
+                     " segments of segment_size " + std::to_string(segment_size) +
+                     ", which with the active segment and " + std::to_string(spare_segments) +
+                     " spare(s) needs max_total_size >= " + std::to_string(need) + " (it is " +
+                     std::to_string(max_total_size) + ")");
+    }
   }
   if (interval.count() <= 0) return invalid("config key 'interval': must be greater than 0");
   if (window.count() <= 0) return invalid("config key 'window': must be greater than 0");
@@ -315,6 +343,7 @@ std::string Config::to_string() const {
   add("recycle", recycle ? "true" : "false");
   add("prezero", prezero ? "true" : "false");
   add("max_total_size", std::to_string(max_total_size));
+  add("max_record", std::to_string(max_record));
   add("allocation_timeout", std::to_string(allocation_timeout.count() * 1000) + "us");
   add("recovery", synclog::to_string(recovery));
   add("sync_threads", std::to_string(sync_threads));

@@ -241,7 +241,8 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
   impl->appender =
-      std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout, impl->metrics);
+      std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout, impl->metrics,
+                                      config.max_unfragmented_size());
   impl->appender->start(impl->report.end);
   // Losses a recovery mode accepted are recorded first; they, like any
   // append, take the session's first segment. Without them opening takes

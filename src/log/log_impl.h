@@ -60,7 +60,8 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   // Whether `bytes` of record payload (`what`: "record", "batch of 3
   // records") may be appended now: its size, and a log neither closed nor
   // failed. The error names the problem.
-  [[nodiscard]] Result<void> admit(uint64_t bytes, const std::string& what) const;
+  [[nodiscard]] Result<void> admit(uint64_t bytes, const std::string& what,
+                                   bool whole = false) const;
 
   // One framed record (a data record or a batch) for write().
   struct Write {

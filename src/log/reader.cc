@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "io/file.h"
@@ -26,6 +27,16 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {
   // and the entry of the next one.
   std::optional<seg::RecordView> batch;
   uint32_t entry = 0;
+  // The bytes of the fragmented record last returned.
+  std::vector<std::byte> whole;
+
+  // Reads on from the first fragment `first` of a record, which lies in
+  // extents[index]. Sets `end` past its last fragment when it is whole;
+  // when it was abandoned (a record other than its next fragment follows:
+  // the append failed, or recovery ended the log inside it), `end` is
+  // where that record is.
+  enum class Chain { whole, abandoned, later };
+  Result<Chain> assemble(size_t index, const seg::RecordView& first, Position* end);
 
   Result<void> open_segment(uint64_t id);
   // Where to start in extent `e`: its first record, or `from` itself when
@@ -75,6 +86,72 @@ Result<uint64_t> Reader::Impl::start_in(const seg::Extent& e) {
   auto start = seg::start_of(*segment, e.begin, from.offset());
   if (!start) return std::unexpected(start.error());
   return start->value_or(e.begin);
+}
+
+Result<Reader::Impl::Chain> Reader::Impl::assemble(size_t index, const seg::RecordView& first,
+                                                   Position* end) {
+  uint64_t total = 0;
+  std::memcpy(&total, first.payload.data(), sizeof total);
+  whole.assign(first.payload.begin() + seg::kFirstFixedPayload, first.payload.end());
+  uint64_t id = extents[index].segment;
+  const Position start(id, first.offset);
+  uint64_t off = first.offset + first.framed;
+  std::optional<seg::SegmentReader> other;
+  seg::SegmentReader* in = &*segment;
+  for (;;) {
+    const Position here(id, off);
+    *end = here;
+    // Durable so far only up to here: the rest is read once it is.
+    if (here >= limit) return Chain::later;
+    if (off >= std::min<uint64_t>(extents[index].end, in->end())) return Chain::abandoned;
+    auto decoded = in->record(static_cast<uint32_t>(off));
+    if (!decoded) return std::unexpected(decoded.error());
+    const seg::Decoded& d = *decoded;
+    if (d.status != seg::Decode::ok) {
+      return make_error(Errc::corruption, "record at " + here.to_string() + " no longer validates: " +
+                                              (d.reason ? d.reason : "zeroed"));
+    }
+    const seg::Kind kind = d.record.kind;
+    if (kind == seg::Kind::end) {
+      // The next fragment starts the next segment, if the log goes on there.
+      if (index + 1 >= extents.size() || extents[index + 1].segment != id + 1 ||
+          extents[index + 1].begin != seg::kHeaderSize) {
+        return Chain::abandoned;
+      }
+      ++index;
+      ++id;
+      off = seg::kHeaderSize;
+      if (Position(id, off) >= limit) {
+        *end = here;
+        return Chain::later;
+      }
+      const uint64_t cap = id == limit.segment() ? limit.offset() : UINT64_MAX;
+      auto r = seg::SegmentReader::open(dir / seg::segment_file_name(id), id, cap);
+      if (!r) {
+        if (r.error().sys_errno == ENOENT) {
+          return make_error(Errc::released, "segment " + std::to_string(id) +
+                                                " was released while a reader needed it");
+        }
+        return std::unexpected(r.error());
+      }
+      other = std::move(*r);
+      in = &*other;
+      continue;
+    }
+    if (kind != seg::Kind::middle && kind != seg::Kind::last) return Chain::abandoned;
+    whole.insert(whole.end(), d.record.payload.begin(), d.record.payload.end());
+    if (whole.size() > total || (kind == seg::Kind::last && whole.size() != total)) {
+      return make_error(Errc::corruption,
+                        "fragmented record at " + start.to_string() +
+                            " holds " + std::to_string(whole.size()) +
+                            " bytes where its first fragment says " + std::to_string(total));
+    }
+    off += d.record.framed;
+    if (kind == seg::Kind::last) {
+      *end = Position(id, off);
+      return Chain::whole;
+    }
+  }
 }
 
 Result<std::optional<Record>> Reader::Impl::next() {
@@ -140,6 +217,23 @@ Result<std::optional<Record>> Reader::Impl::next() {
       from = Position(e.segment, off);
       from_is_boundary = true;
       return Record{at, d.record.payload};
+    }
+    // Fragments other than a first one are passed over: their first one
+    // was released, or left out as damage.
+    if (d.record.kind == seg::Kind::first && at >= from) {
+      Position end;
+      auto chain = assemble(index, d.record, &end);
+      if (!chain) return std::unexpected(chain.error());
+      if (*chain == Chain::later) {
+        off = at.offset();
+        return std::optional<Record>();
+      }
+      // Go on past it (whole) or at what follows its last fragment written
+      // (abandoned); extents before `end` are passed over.
+      from = end;
+      from_is_boundary = true;
+      in_extent = false;
+      if (*chain == Chain::whole) return Record{at, whole};
     }
   }
   return std::optional<Record>();

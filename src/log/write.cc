@@ -7,15 +7,23 @@
 
 namespace synclog {
 
-Result<void> Log::Impl::admit(uint64_t bytes, const std::string& what) const {
+Result<void> Log::Impl::admit(uint64_t bytes, const std::string& what, bool whole) const {
   // 0 bytes is a record too (format version 4): engines log markers and
   // empty transactions, and its 8-byte header tells it from an unwritten slot.
-  if (bytes > config.max_record_size()) {
-    return make_error(Errc::invalid_argument,
-                      what + " of " + std::to_string(bytes) + " bytes exceeds the maximum of " +
-                          std::to_string(config.max_record_size()) +
-                          " (Config::max_record_size(): half of segment_size " +
-                          std::to_string(config.segment_size) + " less 64, at most 16MiB-1)");
+  // A batch is one data record, never fragmented: its limit is that of one.
+  const uint64_t max = whole ? config.max_unfragmented_size() : config.max_record_size();
+  if (bytes > max) {
+    const std::string why =
+        whole ? "Config::max_unfragmented_size(): a batch is one record, at most half of "
+                "segment_size " +
+                    std::to_string(config.segment_size) + " less 64 and 16MiB-1"
+        : config.max_record != 0 ? "config key max_record"
+                                 : "Config::max_record_size(): half of segment_size " +
+                                       std::to_string(config.segment_size) +
+                                       " less 64, at most 16MiB-1; set max_record for larger ones";
+    return make_error(Errc::invalid_argument, what + " of " + std::to_string(bytes) +
+                                                  " bytes exceeds the maximum of " +
+                                                  std::to_string(max) + " (" + why + ")");
   }
   if (closing.load(std::memory_order_relaxed)) {
     return make_error(Errc::closed, "the log is closed");
@@ -41,9 +49,10 @@ Result<Position> Log::Impl::write(const Write& w) {
     uint32_t shown;
   } ctx{completions.get(), w.done, w.shown};
   const seg::Appender::Placed placed{
-      [](void* c, Position at) {
+      [](void* c, Position at, Position settled) {
         auto* x = static_cast<Ctx*>(c);
-        x->completions->add(Position(at.segment(), at.offset() + x->shown), std::move(*x->done));
+        x->completions->add(Position(settled.segment(), settled.offset() + x->shown),
+                            Position(at.segment(), at.offset() + x->shown), std::move(*x->done));
       },
       &ctx};
   const bool called_back = w.done && *w.done;
@@ -54,10 +63,12 @@ Result<Position> Log::Impl::write(const Write& w) {
   metrics::Shard* shard = config.metrics ? &metrics.local() : nullptr;
   const bool timed = shard && (waits || shard->sample());
   const uint64_t start = timed ? io::now_ns() : 0;
-  auto pos = appender->append_gathered(w.kind, w.pieces, hook);
+  Position settled;
+  auto pos = appender->append_gathered(w.kind, w.pieces, hook, &settled);
   if (!pos) return pos;
   const uint64_t written = timed && waits ? io::now_ns() : 0;
-  auto r = w.async ? driver->after_async_append(*pos) : driver->after_append(*pos);
+  // A fragmented record is durable once its last fragment is.
+  auto r = w.async ? driver->after_async_append(settled) : driver->after_append(settled);
   if (timed) {
     const uint64_t end = io::now_ns();
     shard->record(metrics::Hist::append, end - start);

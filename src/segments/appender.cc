@@ -5,13 +5,36 @@
 #include <optional>
 
 #include "io/clock.h"
+#include "segments/fragments.h"
 #include "segments/inflight.h"
 
 namespace synclog::seg {
+namespace {
+
+// The pieces' bytes [from, from + n), as pieces.
+void slice(std::span<const std::span<const std::byte>> pieces, uint64_t from, uint64_t n,
+           std::vector<std::span<const std::byte>>* out) {
+  for (const auto& piece : pieces) {
+    if (n == 0) break;
+    if (from >= piece.size()) {
+      from -= piece.size();
+      continue;
+    }
+    const uint64_t take = std::min<uint64_t>(piece.size() - from, n);
+    out->push_back(piece.subspan(from, take));
+    n -= take;
+    from = 0;
+  }
+}
+
+}  // namespace
 
 Appender::Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
-                   metrics::Metrics& metrics)
-    : manager_(manager), allocation_timeout_(allocation_timeout), metrics_(metrics) {
+                   metrics::Metrics& metrics, uint64_t max_whole)
+    : manager_(manager),
+      allocation_timeout_(allocation_timeout),
+      max_whole_(max_whole),
+      metrics_(metrics) {
   // Far past its capacity, and far from wrapping however many writers add.
   placeholder_.reserved.store(uint64_t{1} << 62);
   active_.store(&placeholder_);
@@ -40,10 +63,13 @@ Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload)
 
 Result<Position> Appender::append_gathered(Kind kind,
                                            std::span<const std::span<const std::byte>> pieces,
-                                           const Placed* placed) {
-  inflight::Slot* slot = &inflight_.mine();
+                                           const Placed* placed, Position* settled) {
   uint64_t len = 0;
   for (const auto& piece : pieces) len += piece.size();
+  if (kind == Kind::data && len > max_whole_) {
+    return append_fragmented(pieces, len, placed, settled);
+  }
+  inflight::Slot* slot = &inflight_.mine();
   const uint64_t size = framed_size(static_cast<uint32_t>(len));
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
@@ -53,7 +79,8 @@ Result<Position> Appender::append_gathered(Kind kind,
     if (off + size <= seg->capacity()) {
       encode_gathered(seg->image(), seg->id(), static_cast<uint32_t>(off), kind, pieces);
       const Position at(seg->id(), off);
-      if (placed) placed->fn(placed->context, at);
+      if (settled) *settled = at;
+      if (placed) placed->fn(placed->context, at, at);
       inflight::end(*slot);
       return at;
     }
@@ -135,7 +162,7 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   }
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
-  auto next = manager_.take(deadline);
+  auto next = take_next(deadline);
   metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start);
   std::lock_guard lock(mu_);
   switching_ = false;
@@ -147,6 +174,110 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   switch_done_.notify_all();
   if (!next) return std::unexpected(next.error());
   return {};
+}
+
+Result<void> Appender::claim_switch(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  if (!switch_done_.wait_until(lock, deadline, [&] { return !switching_; })) {
+    const std::string why = manager_.spare_problem();
+    return make_error(Errc::no_space,
+                      "no segment available: another append is waiting for one (" +
+                          (why.empty() ? "the next spare is still being made" : why) + ")");
+  }
+  if (sealed_) return make_error(Errc::closed, "the log is closed");
+  switching_ = true;
+  return {};
+}
+
+Result<Segment*> Appender::take_next(std::chrono::steady_clock::time_point deadline) {
+  if (!stash_.empty()) {
+    Segment* s = stash_.front();
+    stash_.pop_front();
+    return s;
+  }
+  return manager_.take(deadline);
+}
+
+Result<Position> Appender::append_fragmented(std::span<const std::span<const std::byte>> pieces,
+                                             uint64_t len, const Placed* placed,
+                                             Position* settled) {
+  // The record starts in a fresh segment and its fragments follow each
+  // other with nothing between but end records, so this writer is the one
+  // switching segments until its last segment is active. No sync target
+  // (head()) then falls inside the record: before the switch it is in the
+  // segment closed here, after it past the record. Every segment is taken
+  // first, outside the inflight window: a sync never waits on a writer
+  // that waits for space.
+  const auto deadline = std::chrono::steady_clock::now() + allocation_timeout_;
+  const uint64_t start_ns = io::now_ns();
+  if (auto r = claim_switch(deadline); !r) return std::unexpected(r.error());
+  std::vector<Segment*> taken;
+  auto give_back = [&] {
+    std::lock_guard lock(mu_);
+    // Unused ones keep their place in id order: the next switch takes them.
+    stash_.insert(stash_.begin(), taken.begin(), taken.end());
+    switching_ = false;
+    switch_done_.notify_all();
+  };
+  Segment* cur = active_.load(std::memory_order_acquire);
+  const bool session = cur == &placeholder_;
+  FragmentPlan plan;
+  for (uint32_t need = 1; taken.size() < need;) {
+    auto next = take_next(deadline);
+    if (!next) {
+      give_back();
+      return std::unexpected(next.error());
+    }
+    taken.push_back(*next);
+    if (taken.size() == 1) {
+      const uint64_t start = kHeaderSize + (session ? framed_size(kPositionPayload) : 0);
+      plan = plan_fragments(len, start, taken.front()->capacity());
+      need = plan.segments;
+    }
+  }
+  metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start_ns);
+
+  inflight::Slot* slot = &inflight_.mine();
+  inflight::begin(*slot);
+  if (session) {
+    begin_session(*taken.front());
+  } else {
+    // Closed as seal() closes it; a writer that crossed the end first wrote
+    // the end record.
+    on_overflow(cur, cur->reserved.fetch_add(cur->size()));
+  }
+  std::byte total[kFirstFixedPayload];
+  std::memcpy(total, &len, sizeof total);
+  std::vector<std::span<const std::byte>> parts;
+  for (const Fragment& f : plan.fragments) {
+    parts.clear();
+    if (f.kind == Kind::first) parts.push_back(total);
+    slice(pieces, f.from, f.bytes, &parts);
+    Segment* s = taken[f.segment];
+    encode_gathered(s->image(), s->id(), f.offset, f.kind, parts);
+  }
+  for (const FragmentPlan::End& e : plan.ends) {
+    Segment* s = taken[e.segment];
+    encode_record(s->image(), s->id(), e.offset, Kind::end, {});
+    s->sealed_end.store(e.offset + kRecordHeaderSize, std::memory_order_release);
+    s->reserved.store(s->size());
+  }
+  taken.back()->reserved.store(plan.last_end);
+  const Position at(taken[plan.fragments.front().segment]->id(), plan.fragments.front().offset);
+  const Position end(taken.back()->id(), plan.fragments.back().offset);
+  if (settled) *settled = end;
+  if (placed) placed->fn(placed->context, at, end);
+  {
+    // Made active inside the window: a sync that targets the new head
+    // drains this writer first, so it never syncs a segment half-written.
+    std::lock_guard lock(mu_);
+    for (Segment* s : taken) live_.push_back(s);
+    active_.store(taken.back(), std::memory_order_release);
+  }
+  inflight::end(*slot);
+  taken.clear();
+  give_back();
+  return at;
 }
 
 Position Appender::head() const {

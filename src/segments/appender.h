@@ -27,8 +27,10 @@ namespace synclog::seg {
 
 class Appender {
  public:
+  // Data records above `max_whole` bytes are written as fragments
+  // (fragments.h).
   Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
-           metrics::Metrics& metrics);
+           metrics::Metrics& metrics, uint64_t max_whole);
 
   // Begins the session. Its first segment is taken, and the session record
   // naming where the previous session's log ended written into it, by the
@@ -42,16 +44,22 @@ class Appender {
   [[nodiscard]] Result<Position> append(Kind kind, std::span<const std::byte> payload);
   // Called with the record's position inside the writer's inflight window:
   // a sync that covers the record cannot finish before the call returns.
+  // `at` is the record's position, `settled` the one it is durable past
+  // (its own, or its last fragment's).
   struct Placed {
-    void (*fn)(void* context, Position at);
+    void (*fn)(void* context, Position at, Position settled);
     void* context;
   };
   // The same with the payload in pieces, copied straight into the image
-  // (the caller keeps the total within kMaxPayload); `placed`, if given, is
-  // called once the record is in place. It must not wait on a sync.
+  // (the caller keeps the total within kMaxPayload, or for data records
+  // within the configured maximum); `placed`, if given, is called once the
+  // record is in place, with *settled. It must not wait on a sync.
+  // *settled (if given) gets the position the record is durable past: its
+  // own, or its last fragment's.
   [[nodiscard]] Result<Position> append_gathered(Kind kind,
                                                  std::span<const std::span<const std::byte>> pieces,
-                                                 const Placed* placed = nullptr);
+                                                 const Placed* placed = nullptr,
+                                                 Position* settled = nullptr);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
   // Appends a sync marker naming `durable`; with align > 8 its padding ends
@@ -84,6 +92,16 @@ class Appender {
  private:
   [[nodiscard]] Result<void> advance_from(Segment* full,
                                           std::chrono::steady_clock::time_point deadline);
+  // Becomes the one thread that switches segments, or fails at `deadline`.
+  [[nodiscard]] Result<void> claim_switch(std::chrono::steady_clock::time_point deadline);
+  // The next segment for the switching thread: a stashed one first.
+  [[nodiscard]] Result<Segment*> take_next(std::chrono::steady_clock::time_point deadline);
+  // A record in fragments: holds the switch for the whole record, takes the
+  // segments it needs first, then closes the active segment and writes the
+  // record from the start of the next one in one inflight window.
+  [[nodiscard]] Result<Position> append_fragmented(
+      std::span<const std::span<const std::byte>> pieces, uint64_t len, const Placed* placed,
+      Position* settled);
   // For a writer whose reservation at `off` did not fit, inside its inflight
   // window: the one that crossed the end writes the end record.
   static void on_overflow(Segment* seg, uint64_t off);
@@ -93,6 +111,7 @@ class Appender {
 
   SegmentManager& manager_;
   const std::chrono::milliseconds allocation_timeout_;
+  const uint64_t max_whole_;
   metrics::Metrics& metrics_;
   inflight::Table inflight_;  // this log's writers only
   // Active until the first append: full (every reservation overflows into
@@ -110,6 +129,10 @@ class Appender {
   bool switching_ = false;
   std::deque<Segment*> live_;
   bool sealed_ = false;
+  // Segments a fragmented record took before it failed to take the rest,
+  // in id order: the next switches use them first. Only the switching
+  // thread touches it.
+  std::deque<Segment*> stash_;
 };
 
 }  // namespace synclog::seg

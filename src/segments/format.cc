@@ -61,6 +61,11 @@ const char* check_word(uint32_t word) {
                  : nullptr;
     case Kind::batch:
       return len < kBatchMinPayload || len % kAlign != 0 ? "bad batch record length" : nullptr;
+    case Kind::first:
+      return len <= kFirstFixedPayload ? "bad fragment length" : nullptr;
+    case Kind::middle:
+    case Kind::last:
+      return len == 0 ? "bad fragment length" : nullptr;
     default:
       return "unknown record kind";
   }
@@ -161,6 +166,12 @@ const char* to_string(Kind k) {
       return "loss";
     case Kind::batch:
       return "batch";
+    case Kind::first:
+      return "first";
+    case Kind::middle:
+      return "middle";
+    case Kind::last:
+      return "last";
     case Kind::none:
       break;
   }

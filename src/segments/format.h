@@ -22,9 +22,10 @@ static_assert(std::endian::native == std::endian::little, "the format is little-
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
 // Version 2 added the loss record, version 3 the batch record, version 4
 // empty data records (len 0, alone or inside a batch). Older files are read
-// as they are; every header this build writes says 4, so a build that
-// would take an empty record for damage refuses the directory instead.
-inline constexpr uint32_t kVersion = 4;
+// as they are; every header this build writes says 5 (version 5 added the
+// fragment kinds), so a build that would take a new record kind for damage
+// refuses the directory instead.
+inline constexpr uint32_t kVersion = 5;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
@@ -41,9 +42,17 @@ enum class Kind : uint8_t {
   session = 4,  // first record of a session: payload = where the previous session ended
   loss = 5,     // after a session record: a loss that recovery accepted (LossRecord)
   batch = 6,    // several user records under one checksum: all or none (batch.h)
+  // A record too large for one data record, in consecutive fragments: the
+  // first carries the record's total length (u64) before its bytes; only
+  // end records (and segment switches) lie between fragments (fragments.h).
+  first = 7,
+  middle = 8,
+  last = 9,
 };
+inline constexpr uint32_t kFirstFixedPayload = 8;  // the total length before the bytes
 
-// "data", "sync", "end", "session", "loss", "batch" or "none".
+// "data", "sync", "end", "session", "loss", "batch", "first", "middle",
+// "last" or "none".
 const char* to_string(Kind k);
 
 // The payload of a loss record: what an open dropped, in its recovery mode,

@@ -404,6 +404,7 @@ Result<Recovered> Recovery::run() {
   RecoveryReport& rep = out_.report;
   size_t i = 0;
   uint32_t start = kHeaderSize;
+  bool in_fragments = false;  // the last record read was a first or middle fragment
   while (i < ids_.size()) {
     const uint64_t id = ids_[i];
     auto segment = open_segment(id);
@@ -417,6 +418,11 @@ Result<Recovered> Recovery::run() {
       if (!decoded) return io_failure(decoded.error());
       const Decoded d = *decoded;
       if (d.status == Decode::ok && d.record.kind != Kind::end) {
+        // A fragmented record counts once, if it is whole: replay passes
+        // over an abandoned one and over fragments whose first is gone.
+        const Kind kind = d.record.kind;
+        if (kind == Kind::last && in_fragments) ++rep.records;
+        in_fragments = kind == Kind::first || (kind == Kind::middle && in_fragments);
         if (d.record.kind == Kind::data) ++rep.records;
         if (d.record.kind == Kind::batch) rep.records += batch_count(d.record);
         off += d.record.framed;
@@ -473,6 +479,7 @@ Result<Recovered> Recovery::run() {
         break;
       }
       const Position here(id, off);
+      in_fragments = false;
       if (off > begin) out_.extents.push_back(Extent{id, begin, off});
       rep.end = here;
       uint32_t resume = kHeaderSize;
