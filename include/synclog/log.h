@@ -153,7 +153,10 @@ class SYNCLOG_API Log {
 
   // Appends one record (0 bytes to config.max_record_size(); an empty
   // record is a record like any other: it has its own position and readers
-  // return it with empty data). In batch and group mode it returns once the
+  // return it with empty data). A record above
+  // config.max_unfragmented_size() (allowed with config.max_record) is
+  // written in fragments across segments and replays whole or not at all;
+  // its position is where it starts, and it is durable once all of it is. In batch and group mode it returns once the
   // record is durable; in periodic mode at once. After a sync failure every
   // call returns Errc::failed.
   [[nodiscard]] Result<Position> append(std::span<const std::byte> record);
@@ -176,7 +179,8 @@ class SYNCLOG_API Log {
   // periodic mode at once. Records may be empty (each still has its own
   // position). Errc::invalid_argument for an empty batch (no records), or a
   // batch whose encoding (8 bytes, plus 8 per record and each record padded
-  // to 8) exceeds config.max_record_size(). Thread-safe like append();
+  // to 8) exceeds config.max_unfragmented_size(): a batch is one record
+  // under one checksum, never fragmented. Thread-safe like append();
   // concurrent batches never interleave.
   [[nodiscard]] Result<std::vector<Position>> append_batch(
       std::span<const std::span<const std::byte>> records);
