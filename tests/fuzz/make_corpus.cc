@@ -158,6 +158,17 @@ int main(int argc, char** argv) {
     check(log->close(), "close");
     write_seed(out, "empty_records", {segment(s.path, 1)});
   }
+  {  // A record in fragments (version 5): first in segment 2, last in 3.
+    Scratch s("fragments");
+    Config c = config(s.path);
+    c.max_record = 100000;
+    auto log = check(Log::open(c), "open");
+    check(log->append(record(1, 30)), "append");
+    check(log->append(record(2, 70000)), "append");
+    check(log->append(record(3, 20)), "append");
+    check(log->close(), "close");
+    write_seed(out, "fragments", {segment(s.path, 1), segment(s.path, 2), segment(s.path, 3)});
+  }
   {  // The bare header of a fresh segment.
     Scratch s("header");
     auto log = check(Log::open(config(s.path)), "open");

@@ -98,7 +98,9 @@ Replay replay(const Log& log) {
     out.error = reader.error().describe();
     return out;
   }
-  const uint64_t max = log.config().max_record_size();
+  // A record in fragments (format version 5) may be larger than this
+  // config's limit (an earlier session's max_record), never above 1 GiB.
+  const uint64_t max = uint64_t{1} << 30;
   for (;;) {
     auto rec = reader->next();
     if (!rec) {
