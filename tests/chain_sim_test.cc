@@ -18,6 +18,11 @@
 // not appended. Every session's open is checked, and the last session's
 // crash is sampled at many moments.
 //
+// Some single-record appends (blocking or async) are large: above
+// Config::max_unfragmented_size(), up to max_record (three segments),
+// written as fragments across segments. They are acknowledged like any
+// other record and must replay whole or, unacknowledged, not at all.
+//
 // At a session boundary that allows it, another log's file of the same id
 // replaces the lowest segment (an operator's copy; path 7 in
 // docs/durability.md). Its records count as released, and every later open
@@ -91,6 +96,12 @@ struct Workload {
   int appends = 50;              // calls per thread
   int fail_sync = 0;             // > 0: the n-th data sync after open fails with EIO
   uint32_t syncs_in_flight = 1;  // > 1: pipelined syncs (direct backends, batch mode)
+  // Above 0: some single-record appends (append, append_async) are larger
+  // than `whole` (Config::max_unfragmented_size()), up to `max_record`, and
+  // go in as fragments across segments.
+  uint64_t whole = 0;
+  uint64_t max_record = 0;
+  bool large() const { return max_record > whole && whole > 0; }
 };
 
 std::string describe(const Workload& w) {
@@ -98,7 +109,10 @@ std::string describe(const Workload& w) {
          std::to_string(w.threads) + "x" + std::to_string(w.appends) + " " + to_string(w.api) +
          (w.syncs_in_flight > 1 ? ", " + std::to_string(w.syncs_in_flight) + " syncs in flight"
                                 : "") +
-         (w.fail_sync > 0 ? ", data sync " + std::to_string(w.fail_sync) + " fails" : "");
+         (w.fail_sync > 0 ? ", data sync " + std::to_string(w.fail_sync) + " fails" : "") +
+         (w.large() && (w.api == Api::blocking || w.api == Api::async)
+              ? ", some records up to " + std::to_string(w.max_record) + " bytes"
+              : "");
 }
 
 // What a session's appends saw when a sync may fail. Completions run on one
@@ -113,12 +127,19 @@ struct Outcomes {
   std::atomic<bool> failed{false};             // an error was reported
   std::atomic<uint64_t> error_completions{0};  // on the completion thread only
   std::atomic<uint64_t> success_after_error{0};
-  // The records of each call that ended in an error: they may replay, never required.
-  std::vector<std::shared_ptr<const std::vector<std::string>>> unacked;
+  std::atomic<uint64_t> large_appended{0};  // large records append returned a position for
+  // The records of each call that ended in an error: they may replay, never
+  // required. With their positions where the call returned them.
+  struct Unacked {
+    std::shared_ptr<const std::vector<std::string>> recs;
+    std::vector<Position> at;  // empty: the append itself failed
+  };
+  std::vector<Unacked> unacked;
 
-  void not_acked(std::shared_ptr<const std::vector<std::string>> recs) {
+  void not_acked(std::shared_ptr<const std::vector<std::string>> recs,
+                 std::vector<Position> at = {}) {
     std::lock_guard lock(mu);
-    unacked.push_back(std::move(recs));
+    unacked.push_back(Unacked{std::move(recs), std::move(at)});
   }
 
   // An append, sync or release error: allowed only where a sync fails.
@@ -155,6 +176,8 @@ struct Session {
   bool opened = false;
   bool failed = false;  // the log reported a failed sync
   uint64_t error_completions = 0;
+  uint64_t large_appended = 0;  // records above max_unfragmented_size() appended
+  uint64_t large_acked = 0;     // and acknowledged
   std::string open_error;
   Replay replayed;
   RecoveryReport report;
@@ -167,12 +190,17 @@ struct Session {
 void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w, uint64_t seed,
                  uint32_t lane) {
   std::mt19937_64 rng(seed);
+  // Which records are large, and their sizes, are drawn apart from `rng`,
+  // so the workload's other choices stay as they were before there were
+  // large records.
+  std::mt19937_64 big(mix_seed(seed, 400));
   std::vector<std::pair<std::vector<Position>, std::vector<std::string>>> unsynced;
   const bool batches = w.api == Api::batch || w.api == Api::async_batch;
   const bool async = w.api == Api::async || w.api == Api::async_batch;
   for (int i = 0; i < w.appends; ++i) {
     const int n = batches ? 1 + static_cast<int>(rng() % 5) : 1;
     auto recs = std::make_shared<std::vector<std::string>>();
+    bool large = false;
     for (int j = 0; j < n; ++j) {
       // Some records inside batches are empty (a call's first record never
       // is: add_unacked() finds a call by it).
@@ -180,8 +208,29 @@ void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w,
         recs->emplace_back();
         continue;
       }
-      recs->push_back(
-          make_record(lane, static_cast<uint64_t>(i * 8 + j), 16 + rng() % (batches ? 400 : 1500)));
+      size_t size = 16 + rng() % (batches ? 400 : 1500);
+      // One single-record append in 100 is large, fragments across up to
+      // five segments: often just past the unfragmented limit or at
+      // max_record. (Each adds segments to every crash image: the suite's
+      // time budget keeps them few.)
+      if (!batches && w.large() && big() % 100 == 0) {
+        large = true;
+        const uint64_t span = w.max_record - w.whole;  // sizes whole+1 .. max_record
+        switch (big() % 8) {
+          case 0:
+          case 1:
+          case 2:
+            size = w.whole + 1 + big() % std::min<uint64_t>(span, 64);
+            break;
+          case 3:
+            size = w.max_record - big() % std::min<uint64_t>(span, 64);
+            break;
+          default:
+            size = w.whole + 1 + big() % span;
+            break;
+        }
+      }
+      recs->push_back(make_record(lane, static_cast<uint64_t>(i * 8 + j), size));
     }
     std::vector<std::string_view> views(recs->begin(), recs->end());
     Result<std::vector<Position>> at;
@@ -196,7 +245,7 @@ void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w,
         if (!r) {
           out.error("a completion", r.error());
           ++out.error_completions;
-          out.not_acked(recs);
+          out.not_acked(recs, *positions);
           return;
         }
         if (out.error_completions.load() > 0) ++out.success_after_error;
@@ -230,8 +279,14 @@ void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w,
     if (!at) {
       out.error("append", at.error());
       out.not_acked(recs);
+      // So do the appends before it that no sync() acknowledged yet
+      // (periodic mode): they have positions, and may replay.
+      for (auto& [p, bytes] : unsynced) {
+        out.not_acked(std::make_shared<const std::vector<std::string>>(std::move(bytes)), p);
+      }
       return;  // an append error ends this writer: later appends could not be ordered
     }
+    if (large) ++out.large_appended;
     if (async) continue;
     if (w.mode != SyncMode::periodic) {
       recorder.ack_batch(*at, *recs);
@@ -243,7 +298,7 @@ void append_some(Log& log, Recorder& recorder, Outcomes& out, const Workload& w,
       if (!s) {
         out.error("sync", s.error());
         for (auto& [p, bytes] : unsynced) {
-          out.not_acked(std::make_shared<const std::vector<std::string>>(std::move(bytes)));
+          out.not_acked(std::make_shared<const std::vector<std::string>>(std::move(bytes)), p);
         }
         return;
       }
@@ -285,15 +340,25 @@ void run_workload(Log& log, Recorder& recorder, Outcomes& out, const Workload& w
 }
 
 // Appends that ended in an error may still replay: their records were
-// written. A blocking one returned no position, so where they landed is
-// learnt from what the session left in the page cache (a copy of its files,
-// opened with no hook), and each goes into the recording as appended,
-// never acknowledged.
-void add_unacked(const Config& cfg,
-                 const std::vector<std::shared_ptr<const std::vector<std::string>>>& calls,
-                 Recording* rec) {
+// written. Each goes into the recording as appended, never acknowledged, at
+// the position the call returned; a blocking one that failed returned none,
+// so where it landed is learnt from what the session left in the page cache
+// (a copy of its files, opened with no hook). Only then: a record the
+// session released before it closed is gone from that copy, though an
+// earlier crash may leave it (an unacknowledged record can be durable when
+// a later sync fails, and so released).
+void add_unacked(const Config& cfg, const std::vector<Outcomes::Unacked>& calls, Recording* rec) {
   std::map<std::string_view, size_t> first_of;  // a call's first record -> its record count
-  for (const auto& recs : calls) first_of[recs->front()] = recs->size();
+  for (const auto& [recs, at] : calls) {
+    if (at.empty()) {
+      first_of[recs->front()] = recs->size();
+      continue;
+    }
+    for (size_t i = 0; i < at.size(); ++i) {
+      rec->acks.push_back(Ack{UINT64_MAX, at[i], (*recs)[i], at.front().raw()});
+    }
+  }
+  if (first_of.empty()) return;
   TempDir copy;
   std::filesystem::copy(cfg.dir, copy.path(), std::filesystem::copy_options::recursive);
   Config c = cfg;
@@ -361,7 +426,9 @@ Session record_session(const Config& base_cfg, const std::vector<StateFile>& bas
       << "completions reported success after one reported the failure";
   out.failed = outcomes.failed.load();
   out.error_completions = outcomes.error_completions.load();
+  out.large_appended = outcomes.large_appended.load();
   Recording rec = recorder.take();
+  for (const Ack& a : rec.acks) out.large_acked += a.bytes.size() > cfg.max_unfragmented_size();
   if (outcomes.failed) add_unacked(cfg, outcomes.unacked, &rec);
   cfg.dir = "/";
   rec.config = cfg.to_string();
@@ -380,8 +447,23 @@ struct Totals {
   uint64_t foreign_swaps = 0;      // session boundaries where another log's file was put in
   uint64_t failed_sessions = 0;    // sessions whose log failed at an injected sync failure
   uint64_t error_completions = 0;  // async appends completed with that failure
+  uint64_t large_appended = 0;     // records above max_unfragmented_size() appended
+  uint64_t large_acked = 0;        // of those, acknowledged
+  uint64_t large_checked = 0;      // required large records checked present, summed over states
   uint64_t failures = 0;
 };
+
+// How many of the records a state of moment k had to replay (a verdict's
+// `required`, past the released segments) are fragmented ones.
+uint64_t large_required(const Checker& chk, uint64_t k, uint64_t required, uint64_t whole) {
+  const uint64_t floor = chk.floor_segment(k);
+  uint64_t count = 0;
+  for (size_t i = 0; i < required && i < chk.order().size(); ++i) {
+    const Ack& a = chk.order()[i];
+    count += a.position.segment() >= floor && a.bytes.size() > whole;
+  }
+  return count;
+}
 
 // The oracle for the session after `s`, given the checker of the state it
 // opened (`prev`, at moment `prev_k`) and what its open replayed.
@@ -437,6 +519,11 @@ std::string save_recording(const Recording& rec, const std::string& tag) {
 Config chain_config() {
   Config cfg = small_config("/");
   cfg.segment_size = 64 << 10;  // several segments per session: switches, releases
+  // Records up to three segments (fragmented past half of one), where the
+  // size limit, if any, leaves room for them.
+  Config large = cfg;
+  large.max_record = 3 * cfg.segment_size;
+  if (large.validate().has_value() || !cfg.validate().has_value()) cfg = large;
   return cfg;
 }
 
@@ -468,6 +555,8 @@ const Files& foreign_log() {
 // The segments holding the run of records an open of a state of moment k
 // must replay (the Checker's G1): from the first record past the released
 // segments to the last one acknowledged before k. Recovery keeps them all.
+// A fragmented record counts for the segment it starts in only: fewer held
+// segments, so fewer swaps, never one that costs the genuine majority.
 std::set<uint64_t> held_segments(const Oracle& o, uint64_t k) {
   const Checker chk(o.order, o.releases);
   const uint64_t floor = chk.floor_segment(k);
@@ -483,7 +572,10 @@ std::set<uint64_t> held_segments(const Oracle& o, uint64_t k) {
 }
 
 // The file of a crash state another log's file may replace: the lowest-id
-// segment, if it is a durable entry, the foreign log has that id, and two
+// segment, durable names counted (a file whose rename or unlink is not
+// durable comes back under its old name after a later power loss: below
+// the foreign file, where the session record that explained its unwritten
+// tail was), if it is a durable entry, the foreign log has that id, and two
 // other segments are `held`, so the genuine log id keeps a majority of the
 // headers whatever a later crash leaves (a tie is refused by design).
 // Counting the files there is not enough: the next open discards those
@@ -493,11 +585,13 @@ uint64_t swappable(const std::vector<StateFile>& state, const std::set<uint64_t>
   const StateFile* lowest = nullptr;
   uint64_t id = 0;
   for (const StateFile& f : state) {
-    uint64_t n = 0;
-    if (!seg::parse_segment_file_name(f.visible_name, &n)) continue;
-    if (lowest == nullptr || n < id) {
-      lowest = &f;
-      id = n;
+    for (const std::string* name : {&f.visible_name, &f.durable_name}) {
+      uint64_t n = 0;
+      if (!seg::parse_segment_file_name(*name, &n)) continue;
+      if (lowest == nullptr || n < id) {
+        lowest = &f;
+        id = n;
+      }
     }
   }
   if (lowest == nullptr || lowest->durable_name != lowest->visible_name ||
@@ -523,6 +617,8 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
   ++totals->histories;
   for (int s = 0; s < sessions; ++s) {
     Workload w;
+    w.whole = cfg.max_unfragmented_size();
+    w.max_record = cfg.max_record_size();
     const int m = static_cast<int>(rng() % 3);
     w.mode = m == 0 ? SyncMode::batch : m == 1 ? SyncMode::group : SyncMode::periodic;
     w.release = rng() % 2 == 0;
@@ -548,6 +644,8 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
     ++totals->sessions;
     totals->failed_sessions += sess.failed ? 1 : 0;
     totals->error_completions += sess.error_completions;
+    totals->large_appended += sess.large_appended;
+    totals->large_acked += sess.large_acked;
     trail += " session " + std::to_string(s + 1) + " (" + describe(w) + ")";
     if (!sess.opened) {
       ++totals->failures;
@@ -562,6 +660,7 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
       v = chk.verify(sess.replayed, prev_k, sess.report);
       ++totals->states;
       totals->checked += v.required;
+      totals->large_checked += large_required(chk, prev_k, v.required, w.whole);
       if (!v.ok) {
         ++totals->failures;
         ADD_FAILURE() << trail << ": its open replayed wrongly: " << v.problem;
@@ -589,8 +688,9 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
       // Every boundary that allows it gets another log's file, with no
       // draw: `rng`'s sequence, so the history's other choices, stay as they
       // were. With 3 sessions that is a third to two thirds of the
-      // histories (no first session spans three segments). One per
-      // history: two would need more genuine files to keep the majority.
+      // histories (a first session spans three segments only with large
+      // records). One per history: two would need more genuine files to
+      // keep the majority.
       uint64_t swap = foreign == 0 ? swappable(img.state, held_segments(oracle, k)) : 0;
       trail += " ended by a " + std::string(to_string(crash)) + " (" + to_string(model) +
                ") at k=" + std::to_string(k) + " of " + std::to_string(sim.moments()) +
@@ -651,6 +751,7 @@ bool run_history(const Config& base_cfg, uint64_t seed, int sessions, int final_
         std::lock_guard lock(mu);
         ++totals->states;
         totals->checked += fv.required;
+        totals->large_checked += large_required(chk, p.k, fv.required, w.whole);
         if (!fv.ok && !failed.exchange(true)) {
           ++totals->failures;
           ADD_FAILURE() << trail << " final " << to_string(p.crash) << " (" << to_string(p.model)
@@ -777,8 +878,10 @@ TEST(ChainSim, CrashRestartChains) {
             << " process crashes), " << t.acked << " acknowledged records recorded, " << t.checked
             << " required records checked, " << t.foreign_swaps << " foreign segments swapped in, "
             << t.failed_sessions << " sessions failed at a sync (" << t.error_completions
-            << " completions failed); " << t.failures << " failed, in " << secs << " s"
-            << std::endl;
+            << " completions failed), " << t.large_appended
+            << " large (fragmented) records appended, " << t.large_acked << " acknowledged, "
+            << t.large_checked << " required large records checked; " << t.failures
+            << " failed, in " << secs << " s" << std::endl;
   EXPECT_EQ(t.failures, 0u);
   if (extra > 0 && !(one && *one)) {
     EXPECT_GT(t.foreign_swaps, 0u) << "no history allowed another log's segment: path 7 untested";
