@@ -201,8 +201,7 @@ TEST(LargeRecord, WaitDurableCoversTheWholeRecord) {
     if (durable.segment() <= at->segment()) {
       ++early;
       ADD_FAILURE() << "round " << i << ": wait_durable(" << at->to_string()
-                    << ") returned with durable() " << durable.to_string()
-                    << ", inside the record";
+                    << ") returned with durable() " << durable.to_string() << ", inside the record";
     }
   }
   stop = true;
@@ -306,10 +305,27 @@ TEST(LargeRecord, ReleaseTakesARecordWithItsFirstFragment) {
     if (r.position.segment() >= cut.segment()) rest.push_back(r);
   }
   EXPECT_TRUE(same(read_all(**log), rest));
+  // oldest() names the first record read() returns, a fragmented one too.
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(freed->oldest, rest.front().position);
   ASSERT_TRUE((*log)->close().has_value());
   auto got = replay_all(cfg);
   ASSERT_TRUE(got.has_value()) << got.error().describe();
   EXPECT_TRUE(same(*got, rest));
+}
+
+TEST(LargeRecord, OldestIsAFragmentedFirstRecord) {
+  TempDir dir;
+  const Config cfg = large_config(dir.path());
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  auto at = (*log)->append(make_record(6, 0, 200 << 10));
+  ASSERT_TRUE(at.has_value()) << at.error().describe();
+  ASSERT_TRUE((*log)->append(make_record(6, 1, 50)).has_value());
+  auto oldest = (*log)->oldest();
+  ASSERT_TRUE(oldest.has_value()) << oldest.error().describe();
+  EXPECT_EQ(*oldest, *at);
+  ASSERT_TRUE((*log)->close().has_value());
 }
 
 // ---- Crash states (crash_sim.h) of a run with large records ----

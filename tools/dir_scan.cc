@@ -81,7 +81,8 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
         off += d.record.framed;
         break;
       }
-      if (d.record.kind == seg::Kind::data) {
+      // A record in fragments counts where it starts, as replay returns it.
+      if (d.record.kind == seg::Kind::data || d.record.kind == seg::Kind::first) {
         ++f.records;
         if (!f.first_data) f.first_data = off;
         f.last_data = off;

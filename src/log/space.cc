@@ -49,11 +49,11 @@ Result<void> scan_bounds(const Log& log, std::map<uint64_t, Log::Impl::Bounds>& 
   return {};
 }
 
-// The first data record in the extents before `limit`. release_before
+// The first record in the extents before `limit`. release_before
 // reports it after every release, so it must not cost a segment's read: the
 // streaming reader reads from the extent's start only as far as that record
 // (a small window, more only for a record larger than it).
-Result<std::optional<Position>> first_record(const std::filesystem::path& dir,
+Result<std::optional<Position>> first_record(const Log& log, const std::filesystem::path& dir,
                                              const std::vector<seg::Extent>& extents,
                                              Position limit) {
   constexpr size_t kFirstRead = 64 << 10;
@@ -79,6 +79,15 @@ Result<std::optional<Position>> first_record(const std::filesystem::path& dir,
       if (d->record.kind == seg::Kind::data) return Position(e.segment, off);
       if (d->record.kind == seg::Kind::batch) {
         return Position(e.segment, seg::first_entry(d->record));
+      }
+      if (d->record.kind == seg::Kind::first) {
+        // A record in fragments is the oldest only if it is whole (a crash
+        // may have cut it): the reader decides, as replay would.
+        auto reader = log.read(Position(e.segment, off));
+        if (!reader) return std::unexpected(reader.error());
+        auto rec = reader->next();
+        if (!rec) return std::unexpected(rec.error());
+        return *rec ? std::optional<Position>((*rec)->position) : std::nullopt;
       }
       if (d->record.kind == seg::Kind::end) break;
       off += d->record.framed;
@@ -190,7 +199,7 @@ Result<std::optional<Position>> Log::oldest() const {
       std::lock_guard lock(impl_->release_mu);
       extents = impl_->readable_extents();
     }
-    auto first = first_record(impl_->config.dir, extents, durable);
+    auto first = first_record(*this, impl_->config.dir, extents, durable);
     if (first || first.error().code != Errc::released || attempt == kAttempts) return first;
   }
 }
