@@ -14,6 +14,7 @@
 
 #include "segments/format.h"
 #include "segments/segment.h"
+#include "test_util.h"
 
 namespace synclog::test::crash {
 namespace {
@@ -84,6 +85,35 @@ uint64_t mix_seed(uint64_t base, uint64_t index) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+Sampled sample_states(const Recording& rec, const Config& config, int states, uint64_t base) {
+  const Simulator sim(rec);
+  const Checker checker(rec);
+  Sampled out;
+  for (int i = 0; i < states && out.failures.size() < 3; ++i) {
+    const uint64_t seed = mix_seed(base, static_cast<uint64_t>(i));
+    const uint64_t k = seed % sim.moments();
+    const Model model = i % 2 ? Model::garbled : Model::old_or_new;
+    const Crash crash = i % 5 == 4 ? Crash::process : Crash::power;
+    const CrashImage img = sim.image(k, model, seed, crash);
+    TempDir state;
+    std::string err;
+    const std::string which = "state " + std::to_string(i) + " (k " + std::to_string(k) +
+                              ", seed " + std::to_string(seed) + ", " + to_string(model) + ", " +
+                              to_string(crash) + "): ";
+    if (!img.write_to(state.path(), &err)) {
+      out.failures.push_back(which + err);
+      continue;
+    }
+    Config c = config;
+    c.dir = state.path();
+    const Verdict v = checker.check(img, c);
+    out.short_of_all += v.replayed < rec.acks.size();
+    out.required += v.required;
+    if (!v.ok) out.failures.push_back(which + v.problem);
+  }
+  return out;
 }
 
 const char* to_string(Model m) { return m == Model::old_or_new ? "old-or-new" : "garbled"; }

@@ -258,4 +258,15 @@ class Checker {
 // splitmix64: one seed per crash state from a base seed and an index.
 uint64_t mix_seed(uint64_t base, uint64_t index);
 
+// A sample of a recording's crash states, each opened with `config` (its
+// dir replaced by the state's) and checked: state i has seed
+// mix_seed(base, i) and moment seed % moments(), the garbled model on odd i
+// and a process crash on every fifth. Stops after 3 failing states.
+struct Sampled {
+  std::vector<std::string> failures;  // one line per failing state
+  int short_of_all = 0;               // states that replayed fewer records than acknowledged
+  uint64_t required = 0;              // records G1 required, summed over the states
+};
+Sampled sample_states(const Recording& rec, const Config& config, int states, uint64_t base);
+
 }  // namespace synclog::test::crash

@@ -145,26 +145,6 @@ void expect_genuine(const Built& log, const std::vector<Replayed>& got) {
   }
 }
 
-testing::AssertionResult same_records(const std::vector<Replayed>& got,
-                                      const std::vector<Written>& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (got[i].position != want[i].position || got[i].data != want[i].data) {
-      return testing::AssertionFailure()
-             << "record " << i << ": got " << got[i].data.size() << " bytes at "
-             << got[i].position.to_string() << ", want " << want[i].data.size() << " bytes at "
-             << want[i].position.to_string();
-    }
-  }
-  if (got.size() != want.size()) {
-    return testing::AssertionFailure()
-           << "got " << got.size() << " records, want " << want.size()
-           << (got.size() > want.size()
-                   ? "; first extra at " + got[want.size()].position.to_string()
-                   : "; first missing at " + want[got.size()].position.to_string());
-  }
-  return testing::AssertionSuccess();
-}
-
 template <class Pred>
 std::vector<Written> select(const Built& log, Pred keep) {
   std::vector<Written> out;

@@ -47,21 +47,6 @@ void add_batch(Log& log, const std::vector<std::string>& records, Written* w, bo
   for (size_t i = 0; i < records.size(); ++i) add(w, (*at)[i], records[i]);
 }
 
-testing::AssertionResult same(const std::vector<Replayed>& got, const Written& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (got[i].position != want[i].position || got[i].data != want[i].data) {
-      return testing::AssertionFailure()
-             << "record " << i << ": got " << got[i].data.size() << " bytes at "
-             << got[i].position.to_string() << ", want " << want[i].data.size() << " bytes at "
-             << want[i].position.to_string();
-    }
-  }
-  if (got.size() != want.size()) {
-    return testing::AssertionFailure() << "got " << got.size() << " records, want " << want.size();
-  }
-  return testing::AssertionSuccess();
-}
-
 // One empty record by every append call, between non-empty ones.
 void append_by_every_api(Log& log, Written* w) {
   const std::string none, a = "a", b(100, 'b');
@@ -138,7 +123,7 @@ TEST(EmptyRecord, EveryApiReplaysAtItsPositionAcrossReopen) {
     for (size_t i = 1; i < w.size(); ++i) {
       ASSERT_LT(w[i - 1].position, w[i].position) << "positions not ascending at " << i;
     }
-    EXPECT_TRUE(same(read_all(**log), w)) << "reader of the open log";
+    EXPECT_TRUE(same_records(read_all(**log), w)) << "reader of the open log";
     // The oldest record is an empty one.
     auto oldest = (*log)->oldest();
     ASSERT_TRUE(oldest.has_value()) << oldest.error().describe();
@@ -148,7 +133,7 @@ TEST(EmptyRecord, EveryApiReplaysAtItsPositionAcrossReopen) {
     // record and an empty record inside a batch included.
     for (size_t i = 0; i < w.size(); ++i) {
       const auto from = read_all(**log, w[i].position);
-      EXPECT_TRUE(same(from, Written(w.begin() + static_cast<ptrdiff_t>(i), w.end())))
+      EXPECT_TRUE(same_records(from, Written(w.begin() + static_cast<ptrdiff_t>(i), w.end())))
           << "read from " << w[i].position.to_string();
     }
     // A tailer sees the same records, then nothing: no empty record is
@@ -164,7 +149,7 @@ TEST(EmptyRecord, EveryApiReplaysAtItsPositionAcrossReopen) {
           (*r)->position,
           std::string(reinterpret_cast<const char*>((*r)->data.data()), (*r)->data.size())});
     }
-    EXPECT_TRUE(same(tailed, w)) << "tailer";
+    EXPECT_TRUE(same_records(tailed, w)) << "tailer";
     ASSERT_TRUE((*log)->close().has_value());
   }
   RecoveryReport rep;
@@ -173,7 +158,7 @@ TEST(EmptyRecord, EveryApiReplaysAtItsPositionAcrossReopen) {
   EXPECT_TRUE(rep.damage.empty()) << rep.damage[0].reason;
   EXPECT_FALSE(rep.torn_tail);
   EXPECT_EQ(rep.records, w.size());
-  EXPECT_TRUE(same(*again, w)) << "after reopen";
+  EXPECT_TRUE(same_records(*again, w)) << "after reopen";
 }
 
 TEST(EmptyRecord, AnEmptyBatchIsStillRefused) {
@@ -227,7 +212,7 @@ TEST(EmptyRecord, ManyAcrossSegmentsAndSessions) {
   ASSERT_TRUE(again.has_value()) << again.error().describe();
   EXPECT_TRUE(rep.damage.empty()) << rep.damage[0].reason;
   EXPECT_EQ(rep.records, w.size());
-  EXPECT_TRUE(same(*again, w));
+  EXPECT_TRUE(same_records(*again, w));
   EXPECT_GT(std::count_if(w.begin(), w.end(), [](const Replayed& r) { return r.data.empty(); }),
             100);
 }
@@ -321,7 +306,7 @@ void cut_and_check(const Built& log, const fs::path& work, uint32_t c, bool zero
   ASSERT_TRUE(got.has_value()) << got.error().describe();
   EXPECT_TRUE(rep.damage.empty()) << "a torn tail is not damage: " << rep.damage[0].reason;
   const Written want = survivors(log, c, zeroed);
-  EXPECT_TRUE(same(*got, want));
+  EXPECT_TRUE(same_records(*got, want));
   size_t durable = 0;
   for (const Replayed& r : log.records) durable += r.position < log.durable;
   EXPECT_GE(got->size(), durable) << "a durable record was dropped";
@@ -396,34 +381,12 @@ TEST(EmptyRecord, CrashStatesKeepEveryAcknowledgedEmptyRecord) {
     ASSERT_TRUE((*log)->close().has_value());
   }
   const Recording rec = recorder.take();
-  const Simulator sim(rec);
-  const Checker checker(rec);
   const int states = kSanitized ? 60 : 400;
-  int failures = 0, short_of_all = 0;
-  uint64_t required = 0;
-  for (int i = 0; i < states && failures < 3; ++i) {
-    const uint64_t seed = mix_seed(0xe3b7c0de, static_cast<uint64_t>(i));
-    const uint64_t k = seed % sim.moments();
-    const Model model = i % 2 ? Model::garbled : Model::old_or_new;
-    const Crash crash = i % 5 == 4 ? Crash::process : Crash::power;
-    const CrashImage img = sim.image(k, model, seed, crash);
-    TempDir state;
-    std::string err;
-    ASSERT_TRUE(img.write_to(state.path(), &err)) << err;
-    Config c = cfg;
-    c.dir = state.path();
-    const Verdict v = checker.check(img, c);
-    short_of_all += v.replayed < rec.acks.size();
-    required += v.required;
-    if (!v.ok) {
-      ++failures;
-      ADD_FAILURE() << "state " << i << " (k " << k << ", seed " << seed << ", " << to_string(model)
-                    << ", " << to_string(crash) << "): " << v.problem;
-    }
-  }
+  const Sampled sampled = sample_states(rec, cfg, states, 0xe3b7c0de);
+  for (const std::string& f : sampled.failures) ADD_FAILURE() << f;
   // Not vacuous: crashes landed mid-run, with acknowledged records to keep.
-  EXPECT_GT(short_of_all, states / 4);
-  EXPECT_GT(required, 0u);
+  EXPECT_GT(sampled.short_of_all, states / 4);
+  EXPECT_GT(sampled.required, 0u);
 }
 
 }  // namespace

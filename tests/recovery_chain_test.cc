@@ -47,21 +47,6 @@ std::vector<Slot> records_of(const std::string& file, uint64_t id) {
   return out;
 }
 
-testing::AssertionResult same_records(const std::vector<Replayed>& got,
-                                      const std::vector<Replayed>& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (got[i].position != want[i].position || got[i].data != want[i].data) {
-      return testing::AssertionFailure()
-             << "record " << i << ": got " << got[i].position.to_string() << ", want "
-             << want[i].position.to_string();
-    }
-  }
-  if (got.size() != want.size()) {
-    return testing::AssertionFailure() << "got " << got.size() << " records, want " << want.size();
-  }
-  return testing::AssertionSuccess();
-}
-
 // Tears segment `id` half-way through, as a crash does when no sync
 // completed after that point: one data record garbled, every later sync
 // marker gone. Returns the torn record's slot.

@@ -94,21 +94,6 @@ bool same_report(const RecoveryReport& a, const RecoveryReport& b) {
   return describe(a) == describe(b);
 }
 
-testing::AssertionResult same_records(const std::vector<Replayed>& got,
-                                      const std::vector<Replayed>& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (got[i].position != want[i].position || got[i].data != want[i].data) {
-      return testing::AssertionFailure()
-             << "record " << i << " differs: got " << got[i].position.to_string() << ", want "
-             << want[i].position.to_string();
-    }
-  }
-  if (got.size() != want.size()) {
-    return testing::AssertionFailure() << "got " << got.size() << " records, want " << want.size();
-  }
-  return testing::AssertionSuccess();
-}
-
 // Two sessions, each ending in a crash with a torn write after its last
 // synced record; the second began after the first's torn tail. Every
 // append was acknowledged (batch mode).

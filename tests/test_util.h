@@ -2,6 +2,9 @@
 // carry their own identity, and whole-log replay.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -75,6 +78,30 @@ struct Replayed {
   Position position;
   std::string data;
 };
+
+// Whether `got` holds exactly `want` (anything with a position and data),
+// in order; a failure names the first difference.
+template <class Want>
+testing::AssertionResult same_records(const std::vector<Replayed>& got,
+                                      const std::vector<Want>& want) {
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (got[i].position != want[i].position || got[i].data != want[i].data) {
+      return testing::AssertionFailure()
+             << "record " << i << ": got " << got[i].data.size() << " bytes at "
+             << got[i].position.to_string() << ", want " << want[i].data.size() << " bytes at "
+             << want[i].position.to_string()
+             << (got[i].data == want[i].data ? " (same bytes)" : " (different bytes)");
+    }
+  }
+  if (got.size() != want.size()) {
+    return testing::AssertionFailure()
+           << "got " << got.size() << " records, want " << want.size()
+           << (got.size() > want.size()
+                   ? "; first extra at " + got[want.size()].position.to_string()
+                   : "; first missing at " + want[got.size()].position.to_string());
+  }
+  return testing::AssertionSuccess();
+}
 
 // Opens the log (config.dir), replays every record, closes it.
 Result<std::vector<Replayed>> replay_all(const Config& config, RecoveryReport* report = nullptr);

@@ -183,27 +183,6 @@ Expected expected_after_cut(const Built& log, uint32_t c, bool zeroed) {
 }
 
 // Replay must return exactly `want`: same positions, same bytes, same order.
-testing::AssertionResult same_records(const std::vector<Replayed>& got,
-                                      const std::vector<Written>& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (got[i].position != want[i].position || got[i].data != want[i].data) {
-      return testing::AssertionFailure()
-             << "record " << i << ": got " << got[i].data.size() << " bytes at "
-             << got[i].position.to_string() << ", want " << want[i].data.size() << " bytes at "
-             << want[i].position.to_string()
-             << (got[i].data == want[i].data ? " (same bytes)" : " (different bytes)");
-    }
-  }
-  if (got.size() != want.size()) {
-    return testing::AssertionFailure()
-           << "got " << got.size() << " records, want " << want.size()
-           << (got.size() > want.size()
-                   ? "; first extra at " + got[want.size()].position.to_string()
-                   : "; first missing at " + want[got.size()].position.to_string());
-  }
-  return testing::AssertionSuccess();
-}
-
 int failures_so_far() {
   return testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
 }
