@@ -273,6 +273,21 @@ TEST(Archive, FailingArchiveIsBackPressureThenResumes) {
   EXPECT_TRUE(same_records(*replayed, std::vector<Replayed>(first, acked.end())));
 }
 
+TEST(Archive, CloseStopsARetryingArchiverPromptly) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.archive_command = "false";
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  append_records(**log, 10, 60);
+  // After four failures (at 0, 100, 300 and 700 ms) the next retry is 800 ms
+  // away.
+  ASSERT_TRUE(eventually([&] { return (*log)->stats().archive_failures >= 4; }));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*log)->close().has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
 TEST(Archive, NoSegmentIsArchivedTwiceAcrossSessions) {
   TempDir dir;
   Archive archive;

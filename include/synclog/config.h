@@ -107,8 +107,8 @@ struct SYNCLOG_API Config {
   // archived. The file must only be read.
   std::string archive_command;
   // The same in code: called with the segment file's full path and its id;
-  // success means archived. It must only read the file, and must not call
-  // the log. Not part of parse() or to_string().
+  // success means archived. It must only read the file, must not throw and
+  // must not call the log. Not part of parse() or to_string().
   std::function<Result<void>(const std::filesystem::path& path, uint64_t segment_id)> archive;
 
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
