@@ -130,6 +130,8 @@ Result<DirScan> scan_dir(const std::filesystem::path& dir) {
       out.temp_files.push_back(n);
     } else if (n == seg::kLockFileName) {
       out.lock = true;
+    } else if (n == seg::kArchiveStateName || n == seg::kArchiveStateTemp) {
+      continue;  // the archiver's state (Log::open accepts it too)
     } else if (n == "lost+found" && io::is_real_dir(dir / n).value_or(false)) {
       continue;  // fsck's, at the root of a filesystem: Log::open accepts it too
     } else {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,23 @@ struct SYNCLOG_API Config {
   // Files 0640 and a created directory 0750 (group may read, as for a
   // backup tool), instead of 0600 and 0700.
   bool group_read = false;
+
+  // Archiving (docs/durability.md, Archiving): each segment, once complete
+  // (a later segment was started, or the log closed) and durable, is
+  // handed to one of these on a thread of the log, in id order, until it
+  // succeeds; release_before() keeps a segment until then. At most one may
+  // be set; neither = no archiving. Both are called again for a segment
+  // if a crash comes before the success was recorded: they must be
+  // idempotent.
+  //
+  // A shell command run with /bin/sh -c: %p is replaced by the segment
+  // file's full path, %f by its file name, %% by %. Exit status 0 means
+  // archived. The file must only be read.
+  std::string archive_command;
+  // The same in code: called with the segment file's full path and its id;
+  // success means archived. It must only read the file, must not throw and
+  // must not call the log. Not part of parse() or to_string().
+  std::function<Result<void>(const std::filesystem::path& path, uint64_t segment_id)> archive;
 
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.

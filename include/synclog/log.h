@@ -115,6 +115,12 @@ struct ReleaseReport {
   uint64_t bytes_recycled = 0;  // still on disk, as spares-to-be
   // The first record read() now returns (Log::oldest() after the call).
   std::optional<Position> oldest;
+  // With archiving (Config::archive_command or Config::archive): segments
+  // this call would have let go but kept, ascending, because they are not
+  // archived yet. They stay in the log (readable, counted in
+  // max_total_size); a later call lets them go once they are archived.
+  // Always empty without archiving. Not an error.
+  std::vector<uint64_t> unarchived;
 };
 
 class Log;
@@ -235,6 +241,9 @@ class SYNCLOG_API Log {
 
   // Lets go of every segment that lies wholly before `pos` and is durable:
   // recycled or deleted per config. Records before it may no longer be read.
+  // With archiving, only the ones archived already: the others, from the
+  // oldest not archived on, stay and are listed in the report's
+  // `unarchived`.
   // Says what it let go; nothing (an empty report) is not an error. On an
   // error the segments not yet released stay (segments() lists them). The
   // report's `oldest` costs a short read of the new oldest segment; if that

@@ -58,6 +58,15 @@ struct Stats {
   uint64_t max_sync_lag_us = 0;  // periodic mode: largest completed-sync age a blocked append saw
   uint64_t failures = 0;         // 1 once the log failed stop
 
+  // Archiving (0 and empty without it): segments archived this session,
+  // failed attempts this session (each is retried), complete and durable
+  // segments waiting to be archived, and the last attempt's error (empty
+  // once an attempt succeeds).
+  uint64_t segments_archived = 0;
+  uint64_t archive_failures = 0;
+  uint64_t archive_pending = 0;
+  std::string archive_error;
+
   // Space, as Log::segments() lists it: at the moment of the call.
   Position durable;            // Log::durable()
   uint64_t disk_bytes = 0;     // Log::disk_bytes(): every segment file, spares included

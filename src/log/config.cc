@@ -168,6 +168,11 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
     dir = std::string(value);
     return {};
   }
+  if (key == "archive_command") {
+    // Empty means off, so that to_string() of a config without one parses.
+    archive_command = std::string(value);
+    return {};
+  }
   if (key == "backend") return parse_enum(kBackends, key, value, &backend);
   if (key == "segment_kind") return parse_enum(kKinds, key, value, &segment_kind);
   if (key == "mode") return parse_enum(kModes, key, value, &mode);
@@ -203,7 +208,8 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
           "' (known: dir, backend, segment_kind, mode, interval, lag_bound, window, "
           "segment_size, spare_segments, recycle, prezero, max_total_size, max_record, "
           "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
-          "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read)");
+          "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read, "
+          "archive_command)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -313,6 +319,22 @@ Result<void> Config::validate() const {
     return invalid("config key 'block_size': " + std::to_string(block_size) +
                    " is not 0 (probe) or a power of two from 512 to 4096");
   }
+  if (!archive_command.empty() && archive) {
+    return invalid(
+        "config key 'archive_command': set together with the archive hook (Config::archive); "
+        "set at most one");
+  }
+  for (size_t i = 0; i < archive_command.size(); ++i) {
+    if (archive_command[i] != '%') continue;
+    const char next = i + 1 < archive_command.size() ? archive_command[i + 1] : '\0';
+    if (next != 'p' && next != 'f' && next != '%') {
+      return invalid("config key 'archive_command': '" + archive_command + "' has '%" +
+                     (next ? std::string(1, next) : std::string()) + "' at offset " +
+                     std::to_string(i) + " (allowed: %p the segment's path, %f its file name, " +
+                     "%% a percent sign)");
+    }
+    ++i;
+  }
   // An auto on either side takes the other's choice; two explicit values
   // must fit.
   const SegmentKind needs = segment_kind_for(backend);
@@ -356,6 +378,7 @@ std::string Config::to_string() const {
   add("on_sync_failure", synclog::to_string(on_sync_failure));
   add("create_dir", create_dir ? "true" : "false");
   add("group_read", group_read ? "true" : "false");
+  add("archive_command", archive_command);
   return s;
 }
 

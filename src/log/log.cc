@@ -8,6 +8,7 @@
 
 #include "io/align.h"
 #include "io/filesystem.h"
+#include "log/archive_state.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
 #include "sync/auto_order.h"
@@ -261,6 +262,26 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
       impl->metrics);
   impl->driver->start();
   impl->completions = std::make_unique<Completions>(*impl->driver);
+  if (!config.archive_command.empty() || config.archive) {
+    auto state = load_archive_state(config.dir);
+    if (!state) {
+      (void)impl->driver->close();
+      (void)impl->manager->stop();
+      return std::unexpected(state.error());
+    }
+    ArchiverOptions ao;
+    ao.dir = config.dir;
+    ao.command = config.archive_command;
+    ao.hook = config.archive;
+    ao.log_id = mo.log_id;
+    ao.first_new_id = rec->next_id;
+    // A state of another log (the directory was emptied and a new log
+    // begun) says nothing about this one's segments.
+    if (*state && (*state)->log_id == mo.log_id) ao.through = (*state)->through;
+    ao.file_perms = config.file_perms();
+    impl->archiver = std::make_unique<Archiver>(std::move(ao), *impl->manager, *impl->driver);
+    impl->archiver->start();
+  }
   if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());
   impl->lock.keep();
   std::unique_ptr<Log> log(new Log(std::move(impl)));
@@ -291,15 +312,22 @@ Position Log::durable() const { return impl_->driver->durable(); }
 Result<ReleaseReport> Log::release_before(Position pos) {
   seg::Released done;
   Result<void> r;
+  std::vector<uint64_t> unarchived;
   {
     std::lock_guard lock(impl_->release_mu);
     if (impl_->closed) return make_error(Errc::closed, "the log is closed");
     const Position durable = impl_->driver->durable();
+    const uint64_t archived =
+        impl_->archiver ? impl_->archiver->archived_through() : seg::kMaxSegmentId;
     std::vector<uint64_t> ids;
     for (uint64_t id : impl_->manager->segment_ids()) {
       // A segment goes only when a later one holds the durable position: then
-      // its end record, and everything before it, has been synced.
-      if (id < pos.segment() && id < durable.segment()) ids.push_back(id);
+      // its end record, and everything before it, has been synced. With
+      // archiving, also only once archived: archiving goes in id order, so
+      // what goes is still the oldest segments.
+      if (id < pos.segment() && id < durable.segment()) {
+        (id <= archived ? ids : unarchived).push_back(id);
+      }
     }
     if (!ids.empty()) {
       r = impl_->manager->release(ids, &done);
@@ -321,6 +349,7 @@ Result<ReleaseReport> Log::release_before(Position pos) {
   report.deleted = static_cast<uint32_t>(report.ids.size()) - done.recycled;
   report.bytes_deleted = done.bytes_deleted;
   report.bytes_recycled = done.bytes_recycled;
+  report.unarchived = std::move(unarchived);
   auto oldest = this->oldest();
   if (!oldest) return std::unexpected(oldest.error());
   report.oldest = *oldest;
@@ -396,12 +425,22 @@ Stats Log::stats() const {
   s.durable_wait = hist(metrics::Hist::durable_wait);
   s.sync = hist(metrics::Hist::sync);
   s.allocation_wait = hist(metrics::Hist::allocation_wait);
+  if (impl_->archiver) {
+    auto a = impl_->archiver->stats();
+    s.segments_archived = a.archived;
+    s.archive_failures = a.failures;
+    s.archive_pending = a.pending;
+    s.archive_error = std::move(a.last_error);
+  }
   return s;
 }
 
 Result<void> Log::close() {
   if (impl_->closed) return {};
   impl_->closing.store(true);
+  // First, so that it is not archiving while the segments are closed; what
+  // it did not reach waits for the next session.
+  if (impl_->archiver) impl_->archiver->stop();
   auto r = impl_->driver->close();
   // After the driver: every pending callback's record is durable by now,
   // or the close failed and each gets the error.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/file.h"
+#include "log/archiver.h"
 #include "log/completions.h"
 #include "log/dir_lock.h"
 #include "metrics/metrics.h"
@@ -55,6 +56,10 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   };
   mutable std::mutex bounds_mu;
   mutable std::map<uint64_t, Bounds> bounds;
+
+  // Null without archiving. After the driver and manager it reads: destroyed
+  // first.
+  std::unique_ptr<Archiver> archiver;
 
   std::vector<seg::Extent> readable_extents() const;
   // Whether `bytes` of record payload (`what`: "record", "batch of 3

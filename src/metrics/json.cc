@@ -14,6 +14,24 @@ std::string num(double v) {
   return buf;
 }
 
+// A JSON string: quotes, backslashes and control characters escaped.
+std::string quoted(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 std::string to_json(const Stats& s) {
@@ -47,6 +65,10 @@ std::string to_json(const Stats& s) {
   field("lag_blocked_appends", u(s.lag_blocked_appends));
   field("max_sync_lag_us", u(s.max_sync_lag_us));
   field("failures", u(s.failures));
+  field("segments_archived", u(s.segments_archived));
+  field("archive_failures", u(s.archive_failures));
+  field("archive_pending", u(s.archive_pending));
+  field("archive_error", quoted(s.archive_error));
   field("durable",
         "{\"segment\":" + u(s.durable.segment()) + ",\"offset\":" + u(s.durable.offset()) + "}");
   field("disk_bytes", u(s.disk_bytes));

@@ -215,6 +215,12 @@ Result<std::string> to_prometheus(const std::vector<LabeledStats>& logs, std::st
       "max_sync_lag_seconds", [](const Stats& s) { return seconds_of_us(s.max_sync_lag_us); },
       "Periodic mode: largest sync lag seen by a blocked append.");
   e.counter("failures_total", &Stats::failures, "1 once the log failed stop after a sync error.");
+  e.counter("segments_archived_total", &Stats::segments_archived,
+            "Segments archived this session.");
+  e.counter("archive_failures_total", &Stats::archive_failures,
+            "Failed archive attempts this session (each is retried).");
+  e.gauge("archive_pending_segments", u(&Stats::archive_pending),
+          "Complete, durable segments waiting to be archived.");
   // A position is 64 bits, more than a float64 sample holds exactly: its
   // two halves are two gauges.
   e.gauge(

@@ -209,7 +209,8 @@ namespace {
 std::unexpected<Error> foreign_file(const std::string& name, const std::filesystem::path& dir) {
   return make_error(Errc::bad_directory,
                     "foreign file '" + name + "' in log directory " + dir.string() +
-                        " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files, LOCK and, "
+                        " (a log directory holds only NNNNNNNNNNNNNNNNNNNN.seg files, LOCK, "
+                        "ARCHIVED and, "
                         "at the root of a filesystem, the lost+found directory)");
 }
 }  // namespace
@@ -230,7 +231,7 @@ Result<void> Recovery::list() {
       auto is_dir = io::is_real_dir(dir_ / name);
       if (!is_dir) return io_failure(is_dir.error());
       if (!*is_dir) return foreign_file(name, dir_);
-    } else if (name != kLockFileName) {
+    } else if (name != kLockFileName && name != kArchiveStateName && name != kArchiveStateTemp) {
       return foreign_file(name, dir_);
     }
   }

@@ -67,5 +67,9 @@ bool parse_segment_file_name(const std::string& name, uint64_t* id);
 // Temporary files (spares being made, segments being recycled) end in ".tmp".
 bool is_temp_file_name(const std::string& name);
 inline constexpr const char* kLockFileName = "LOCK";
+// Which segments were archived (docs/durability.md, Archiving), and the
+// file that replaces it by rename. Neither is part of the log's records.
+inline constexpr const char* kArchiveStateName = "ARCHIVED";
+inline constexpr const char* kArchiveStateTemp = "ARCHIVED.new";
 
 }  // namespace synclog::seg
