@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +105,42 @@ TEST(Record, RoundTripsAndCatchesDamage) {
       EXPECT_NE(check_record(bad, patterns, &p), "") << "flip at " << at << " of " << len;
     }
   }
+}
+
+// The text payload: log lines (printable, newline-separated key=value
+// pairs), the same bytes for the same thread, verified like random records,
+// and never taken for another payload's record.
+TEST(Record, TextPayloadIsLogLinesAndVerifies) {
+  const auto text = make_pattern(2, 4096, Payload::text);
+  ASSERT_EQ(text.size(), 4096u);
+  EXPECT_EQ(text, make_pattern(2, 4096, Payload::text));
+  EXPECT_NE(text, make_pattern(3, 4096, Payload::text));
+  const std::string s(reinterpret_cast<const char*>(text.data()), text.size());
+  for (char c : s) ASSERT_TRUE(c == '\n' || (c >= ' ' && c <= '~')) << int(c);
+  EXPECT_EQ(s.rfind("2026-12-04T10:", 0), 0u) << s.substr(0, 80);
+  for (const char* word : {" svc=", " op=", " key=", " status=", " dur_us=", " bytes="}) {
+    EXPECT_NE(s.find(word), std::string::npos) << word;
+  }
+  EXPECT_GT(std::count(s.begin(), s.end(), '\n'), 30);  // about 100 bytes a line
+  // A shorter pattern is a prefix of a longer one, as records need.
+  const auto short_text = make_pattern(2, 300, Payload::text);
+  EXPECT_TRUE(std::equal(short_text.begin(), short_text.end(), text.begin()));
+
+  RecordWriter w(1, 4096, Payload::text);
+  std::vector<std::vector<std::byte>> text_patterns, random_patterns;
+  for (uint32_t t = 0; t < 2; ++t) {
+    text_patterns.push_back(make_pattern(t, 4096, Payload::text));
+    random_patterns.push_back(make_pattern(t, 4096, Payload::random));
+  }
+  for (size_t len : {size_t{32}, size_t{128}, size_t{4096}}) {
+    auto rec = w.next(7, len);
+    ParsedRecord p;
+    EXPECT_EQ(check_record(rec, text_patterns, &p), "") << len;
+    if (len > 32) EXPECT_NE(check_record(rec, random_patterns, &p), "") << len;
+  }
+  EXPECT_EQ(parse_payload("text"), Payload::text);
+  EXPECT_EQ(parse_payload("random"), Payload::random);
+  EXPECT_FALSE(parse_payload("json").has_value());
 }
 
 TEST(Units, ParseAndFormat) {
@@ -397,6 +435,126 @@ TEST(Runner, AsyncBatchesCountRecordsAndVerify) {
   EXPECT_FALSE(verify_log(*config, *m, p.size.max).ok);
 }
 
+TEST(Runner, PositionDistanceCountsSegmentTailsNotHeaders) {
+  using synclog::Position;
+  constexpr uint64_t kSeg = 1000;
+  EXPECT_EQ(position_distance(Position(3, 64), Position(3, 64), kSeg), 0u);
+  EXPECT_EQ(position_distance(Position(3, 64), Position(3, 200), kSeg), 136u);
+  // To the end of segment 3, then segment 4 from offset 64.
+  EXPECT_EQ(position_distance(Position(3, 900), Position(4, 64), kSeg), 100u);
+  EXPECT_EQ(position_distance(Position(3, 900), Position(4, 80), kSeg), 116u);
+  // Two whole segments between, each less its header.
+  EXPECT_EQ(position_distance(Position(3, 900), Position(6, 80), kSeg), 100u + 2 * 936u + 16u);
+}
+
+// Stored bytes per record from the positions: a record's framing (8 bytes,
+// padded to 8) plus its share of the sync markers and segment tails.
+TEST(Runner, StoredBytesPerRecordIsTheFramedSize) {
+  ScratchDir dir("synclog-bench-test-stored");
+  auto config = synclog::Config::parse("backend=msync,mode=periodic,segment_size=256KiB");
+  ASSERT_TRUE(config.has_value());
+  config->dir = dir.path();
+  Point p;
+  p.threads = 2;
+  p.size = SizeSpec{1000, 1000};  // framed: 1008 bytes
+  p.ops = 2000;                   // about 8 segments: tails and switches count
+  p.payload = Payload::text;
+  p.config = *config;
+  auto m = run_point(p, *config);
+  ASSERT_TRUE(m.has_value()) << m.error().describe();
+  ASSERT_EQ(m->errors, 0u) << m->error;
+  EXPECT_EQ(m->stored_records, 2000u);
+  // Each segment wastes under one record at its end, and periodic syncs
+  // add a 16-byte marker now and then: within 1% of the framed size.
+  EXPECT_GE(m->stored_per_record, 1008.0);
+  EXPECT_LE(m->stored_per_record, 1008.0 * 1.01);
+  const auto v = verify_log(*config, *m, p.size.max, Payload::text);
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.records, 2000u);
+  // The same log checked against the other payload's patterns fails.
+  EXPECT_FALSE(verify_log(*config, *m, p.size.max, Payload::random).ok);
+}
+
+TEST(Sweep, KeyFileIsPrivateRandomAndOneLine) {
+  ScratchDir dir("synclog-bench-test-key");
+  const auto a = dir.path() / "a.key";
+  const auto b = dir.path() / "b.key";
+  write_key_file(a);
+  write_key_file(b);
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(a).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string ka = read(a), kb = read(b);
+  ASSERT_EQ(ka.size(), 2u + 64u + 1u) << ka;
+  EXPECT_EQ(ka.substr(0, 2), "1 ");
+  EXPECT_EQ(ka.back(), '\n');
+  for (char c : ka.substr(2, 64)) EXPECT_TRUE(std::isxdigit(c) && !std::isupper(c)) << ka;
+  EXPECT_NE(ka, kb);  // from /dev/urandom, not a fixed key
+  EXPECT_THROW(write_key_file(dir.path() / "missing" / "c.key"), std::runtime_error);
+}
+
+// none sets no Config key; a value the library rejects (an unknown one, or
+// any one before the library has the key) becomes one skip row per job and
+// medium naming the key, and the sweep still plans the rest.
+TEST(Cli, CompressionEncryptionAndPayloadAxes) {
+  auto options =
+      parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync", "--mode",
+             "batch", "--size", "128", "--threads", "1,2", "--payload", "random,text"});
+  ASSERT_TRUE(options.has_value());
+  EXPECT_EQ(options->jobs[0].compressions, (std::vector<std::string>{"none"}));
+  EXPECT_EQ(options->jobs[0].encryptions, (std::vector<std::string>{"none"}));
+  Plan plan = make_plan(*options, /*dry=*/true);
+  std::vector<std::string> labels;
+  for (const auto& p : plan.points) {
+    labels.push_back(p.label());
+    EXPECT_EQ(p.compression, "none");
+    EXPECT_EQ(p.config_text, p.config.to_string());
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{
+                        "ram msync/mmap batch 128B x1", "ram msync/mmap batch 128B x2",
+                        "ram msync/mmap batch 128B x1 text", "ram msync/mmap batch 128B x2 text"}));
+  EXPECT_TRUE(plan.skips.empty());
+
+  options = parse({"--media", "ram=/dev/shm/synclog-bench-test-none", "--backend", "msync",
+                   "--mode", "batch", "--size", "128", "--threads", "1,2", "--compression",
+                   "none,bogus", "--encryption", "none,rot13"});
+  ASSERT_TRUE(options.has_value());
+  plan = make_plan(*options, /*dry=*/true);
+  EXPECT_EQ(plan.points.size(), 2u);  // none x none only
+  ASSERT_EQ(plan.skips.size(), 2u);
+  std::string messages;
+  for (const auto& k : plan.skips) {
+    EXPECT_EQ(k.backend, "*");
+    messages += k.message + "\n";
+  }
+  EXPECT_NE(messages.find("compression=bogus is not accepted"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("encryption=rot13 is not accepted"), std::string::npos) << messages;
+
+  // Every value rejected: the sweep runs, shows the skip rows, exits 0.
+  ScratchDir dir("synclog-bench-test-rejected");
+  const auto r = run("--media ram=" + dir.path().string() +
+                     " --backend msync --mode batch --size 128 --threads 1 --compression bogus"
+                     " --duration 100ms --fio off --rocksdb off --quiet");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped: compression=bogus is not accepted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 compression/encryption values skipped"), std::string::npos) << r.out;
+
+  for (const char* args : {"--payload json --list", "--compression '' --list"}) {
+    const auto bad = run(args);
+    EXPECT_EQ(bad.status, 2) << args << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(std::string(args).substr(0, std::string(args).find(' ')) + ":"),
+              std::string::npos)
+        << args << "\n"
+        << bad.out;
+  }
+}
+
 TEST(Report, MetricsPairsMatchPointsThatDifferOnlyInMetrics) {
   auto row = [](size_t index, uint32_t threads, bool metrics, double ops) {
     Row r;
@@ -562,9 +720,10 @@ TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
     EXPECT_EQ(p["record_size"]["min"], 128);
     EXPECT_EQ(p["medium"]["name"], "ram");
     EXPECT_EQ(p["errors"], 0);
-    for (const char* key : {"ops", "ops_per_s", "mb_per_s", "syncs", "syncs_per_s",
-                            "records_per_sync", "cpu_user_pct", "cpu_sys_pct", "elapsed_s",
-                            "verified_records", "config", "padding_bytes"}) {
+    for (const char* key :
+         {"ops", "ops_per_s", "mb_per_s", "syncs", "syncs_per_s", "records_per_sync",
+          "cpu_user_pct", "cpu_sys_pct", "elapsed_s", "verified_records", "config", "padding_bytes",
+          "payload", "compression", "encryption", "stored_bytes_per_record"}) {
       EXPECT_TRUE(p.contains(key)) << key;
     }
     for (const char* q : {"mean", "p50", "p95", "p99", "p99.9", "max"}) {
@@ -576,6 +735,11 @@ TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
     EXPECT_GT(p["syncs"].get<uint64_t>(), 0u);
     EXPECT_LE(p["latency_us"]["p50"].get<double>(), p["latency_us"]["p99"].get<double>());
     EXPECT_LE(p["latency_us"]["p99"].get<double>(), p["latency_us"]["max"].get<double>());
+    // 128 B records framed in 136 bytes, plus a 16-byte sync marker per
+    // batch-mode sync, at most one per record.
+    EXPECT_EQ(p["payload"], "random");
+    EXPECT_GE(p["stored_bytes_per_record"].get<double>(), 136.0);
+    EXPECT_LE(p["stored_bytes_per_record"].get<double>(), 136.0 + 16.0 + 1.0);
   }
   // The point directories are gone; the medium directory stays.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "record.h"
 #include "synclog/config.h"
 #include "units.h"
 
@@ -86,6 +87,19 @@ constexpr Key kKeys[] = {
      "Records per write batch: K > 1 appends K records at a time with append_batch() "
      "(append_batch_async() when --inflight > 0); op/s and latency count records",
      Scope::job},
+    {"payload", "random", "LIST",
+     "Record contents: random (incompressible bytes) or text (log lines of key=value pairs from "
+     "a fixed vocabulary, about 2.4x with LZ4 at 4KiB; docs/benchmarks.md)",
+     Scope::job},
+    {"compression", "none", "LIST",
+     "Config compression values (none, lz4, zstd); none sets no key. A value the library "
+     "rejects is one 'skipped: <its error>' row per job and medium",
+     Scope::job},
+    {"encryption", "none", "LIST",
+     "Config encryption values (none, aes-256-gcm); for a cipher the bench writes a throwaway "
+     "random key file (mode 0600) beside the point directories and sets encryption_key_file. "
+     "none sets no key; a value the library rejects is a 'skipped' row as for --compression",
+     Scope::job},
     {"config", "", "KEY=V,...",
      "Any other Config keys for every point, e.g. interval=5ms,prezero=false (docs/config.md); "
      "errors name the key",
@@ -153,7 +167,8 @@ constexpr Key kKeys[] = {
 
 constexpr const char* kFooter = R"(
 Lists are comma-separated; every combination of media x backend x segment-kind x mode x size x
-segment-size x sync-threads x queue-depth x metrics x threads x inflight x batch is one point.
+segment-size x sync-threads x queue-depth x metrics x compression x encryption x payload x
+threads x inflight x batch is one point.
 Sizes take B, KiB (k), MiB (m), GiB (g); times take us, ms, s.
 
 Job file (like fio): an INI file whose keys are the flag names without dashes.
@@ -411,6 +426,23 @@ JobOptions make_job(const std::string& name, const Values& values) {
       job.batch.push_back(static_cast<uint32_t>(n));
     }
     if (job.batch.empty()) bad_value("batch", v, "no batch size given");
+  }
+  {
+    const Value& v = get("payload");
+    for (const auto& item : split(v.text)) {
+      if (!parse_payload(item))
+        bad_value("payload", v, "'" + item + "' is not one of random | text");
+      job.payloads.push_back(item);
+    }
+    if (job.payloads.empty()) bad_value("payload", v, "no payload given");
+  }
+  // Checked against the library only when the sweep is planned: a library
+  // without the key makes a skip row there, not a failed parse.
+  for (auto [key, out] :
+       {std::pair{"compression", &job.compressions}, std::pair{"encryption", &job.encryptions}}) {
+    const Value& v = get(key);
+    *out = split(v.text);
+    if (out->empty()) bad_value(key, v, "no value given (none for no " + std::string(key) + ")");
   }
   {
     const Value& v = get("config");

@@ -46,9 +46,14 @@ struct JobOptions {
   std::vector<std::string> metrics;          // "true", "false"; empty: Config default
   std::vector<uint32_t> inflight;            // append_async calls kept outstanding; 0: blocking
   std::vector<uint32_t> batch;               // records per write batch; 1: single appends
-  std::string config;                        // more Config keys: "interval=5ms,prezero=false"
-  std::optional<double> duration_s;          // nullopt: auto (the run's budget spread over points)
-  uint64_t ops = 0;                          // > 0: a fixed op count per point instead
+  std::vector<std::string> payloads;         // "random", "text" (record.h)
+  // Config compression / encryption values; "none" sets no key, so the
+  // bench runs against a library that lacks them.
+  std::vector<std::string> compressions;
+  std::vector<std::string> encryptions;
+  std::string config;                // more Config keys: "interval=5ms,prezero=false"
+  std::optional<double> duration_s;  // nullopt: auto (the run's budget spread over points)
+  uint64_t ops = 0;                  // > 0: a fixed op count per point instead
   double warmup_s = 0.2;
   uint32_t retain = 2;     // segments kept behind the slowest writer; 0: no release
   uint64_t max_bytes = 0;  // > 0: end a point early after this many payload bytes

@@ -20,12 +20,16 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-// A line per backend/kind and, when swept, in-flight depth and batch size:
-// threads on the x axis only compare points that differ in nothing else.
+// A line per backend/kind and, when swept, in-flight depth, batch size,
+// payload, compression and encryption: threads on the x axis only compare
+// points that differ in nothing else.
 std::string line_of(const Row& r) {
   std::string s = r.backend + "/" + r.segment_kind;
   if (r.inflight > 0) s += " qd" + std::to_string(r.inflight);
   if (r.batch > 1) s += " b" + std::to_string(r.batch);
+  if (r.payload != "random" || r.compression != "none" || r.encryption != "none") {
+    s += " " + data_label(r);
+  }
   return s;
 }
 

@@ -1,5 +1,7 @@
 #include "record.h"
 
+#include <array>
+#include <cstdio>
 #include <cstring>
 
 namespace bench {
@@ -27,9 +29,59 @@ T get(const std::byte* p) {
   return v;
 }
 
+// The text payload's grammar (docs/benchmarks.md, "Payloads"): lines of
+//   2026-12-04T10:00:00.000000Z LEVEL svc=S op=O key=K/NNNNNN status=C dur_us=D bytes=B\n
+// with every word drawn from the tables below by a splitmix64 stream seeded
+// with the thread index, and time moving forward 1-4000 us per line, so
+// lines share their structure and words but not their numbers.
+constexpr std::array<const char*, 7> kLevels = {"INFO", "INFO",  "INFO", "INFO",
+                                                "WARN", "DEBUG", "ERROR"};
+constexpr std::array<const char*, 8> kServices = {"api",    "ingest", "billing", "auth",
+                                                  "search", "cache",  "gateway", "scheduler"};
+constexpr std::array<const char*, 6> kOps = {"get", "put", "delete", "scan", "commit", "lookup"};
+constexpr std::array<const char*, 5> kKeys = {"users", "orders", "items", "sessions", "carts"};
+constexpr std::array<int, 10> kStatus = {200, 200, 200, 200, 201, 204, 304, 404, 409, 500};
+
+std::vector<std::byte> make_text(uint32_t thread, size_t size) {
+  std::string text;
+  text.reserve(size + 160);
+  uint64_t state = 0x7465'7874'0000'0000ull ^ thread;  // "text"
+  auto next = [&state] { return splitmix(state++); };
+  uint64_t us = (10 * 3600 + uint64_t{thread} * 60) * 1'000'000;  // 10:00 + thread minutes
+  char line[192];
+  while (text.size() < size) {
+    us += 1 + next() % 4000;
+    const uint64_t s = us / 1'000'000;
+    const int n = std::snprintf(
+        line, sizeof line,
+        "2026-12-04T%02llu:%02llu:%02llu.%06lluZ %s svc=%s op=%s key=%s/%06llu status=%d "
+        "dur_us=%llu bytes=%llu\n",
+        static_cast<unsigned long long>(s / 3600 % 24),
+        static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60),
+        static_cast<unsigned long long>(us % 1'000'000), kLevels[next() % kLevels.size()],
+        kServices[next() % kServices.size()], kOps[next() % kOps.size()],
+        kKeys[next() % kKeys.size()], static_cast<unsigned long long>(next() % 1'000'000),
+        kStatus[next() % kStatus.size()], static_cast<unsigned long long>(next() % 5000),
+        static_cast<unsigned long long>(next() % 65536));
+    text.append(line, static_cast<size_t>(n));
+  }
+  std::vector<std::byte> p(size);
+  std::memcpy(p.data(), text.data(), size);
+  return p;
+}
+
 }  // namespace
 
-std::vector<std::byte> make_pattern(uint32_t thread, size_t size) {
+const char* to_string(Payload p) { return p == Payload::text ? "text" : "random"; }
+
+std::optional<Payload> parse_payload(std::string_view s) {
+  if (s == "random") return Payload::random;
+  if (s == "text") return Payload::text;
+  return std::nullopt;
+}
+
+std::vector<std::byte> make_pattern(uint32_t thread, size_t size, Payload payload) {
+  if (payload == Payload::text) return make_text(thread, size);
   std::vector<std::byte> p((size + 7) & ~size_t{7});
   for (size_t i = 0; i < p.size(); i += 8)
     put(p.data() + i, splitmix((uint64_t{thread} << 32) + i));
@@ -37,8 +89,8 @@ std::vector<std::byte> make_pattern(uint32_t thread, size_t size) {
   return p;
 }
 
-RecordWriter::RecordWriter(uint32_t thread, size_t max_len)
-    : thread_(thread), pattern_(make_pattern(thread, max_len)), buf_(pattern_) {}
+RecordWriter::RecordWriter(uint32_t thread, size_t max_len, Payload payload)
+    : thread_(thread), pattern_(make_pattern(thread, max_len, payload)), buf_(pattern_) {}
 
 std::span<const std::byte> RecordWriter::next(uint64_t seq, size_t len) {
   if (last_len_ != 0) std::memcpy(&buf_[last_len_ - 8], &pattern_[last_len_ - 8], 8);

@@ -10,14 +10,19 @@
 //   24      n-32  the thread's pattern bytes [24, n-8)
 //   n-8     8     seq again, xor kTrailerMix (catches a record spliced from two)
 //
-// The pattern is a fixed pseudo-random byte string per thread, so a writer
-// only rewrites the 32 header and trailer bytes per record. Little-endian.
+// The pattern is a fixed byte string per thread, so a writer only rewrites
+// the 32 header and trailer bytes per record. Little-endian. Its content is
+// the payload kind (--payload): `random` bytes that no compressor shrinks,
+// or `text`, log lines built from a fixed vocabulary that compress like a
+// service's log (docs/benchmarks.md has the grammar and measured ratios).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bench {
@@ -26,15 +31,21 @@ inline constexpr uint32_t kRecordMagic = 0x31424c53;  // "SLB1"
 inline constexpr uint64_t kTrailerMix = 0x5a5a'c3c3'0f0f'9696ull;
 inline constexpr size_t kMinRecordSize = 32;
 
-// Pattern bytes for thread `thread`, `size` bytes long.
-std::vector<std::byte> make_pattern(uint32_t thread, size_t size);
+enum class Payload { random, text };
+const char* to_string(Payload p);
+std::optional<Payload> parse_payload(std::string_view s);  // "random" | "text"
+
+// Pattern bytes for thread `thread`, `size` bytes long; the same thread,
+// size and kind always give the same bytes, so verification rebuilds them.
+std::vector<std::byte> make_pattern(uint32_t thread, size_t size,
+                                    Payload payload = Payload::random);
 
 // Writes one record in place. `buf` holds the thread's pattern (at least
 // `len` bytes); the previous call's trailer is undone first, so the pattern
 // region is intact again.
 class RecordWriter {
  public:
-  RecordWriter(uint32_t thread, size_t max_len);
+  RecordWriter(uint32_t thread, size_t max_len, Payload payload = Payload::random);
   std::span<const std::byte> next(uint64_t seq, size_t len);
 
  private:

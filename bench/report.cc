@@ -26,8 +26,11 @@ Row base_row(const Point& p) {
   r.threads = p.threads;
   r.inflight = p.inflight;
   r.batch = p.batch;
-  r.config = p.config.to_string();
+  r.config = p.config_text.empty() ? p.config.to_string() : p.config_text;
   r.metrics = p.config.metrics;
+  r.payload = to_string(p.payload);
+  r.compression = p.compression;
+  r.encryption = p.encryption;
   return r;
 }
 
@@ -36,6 +39,9 @@ std::string label_of(const Row& r) {
                   " x" + std::to_string(r.threads);
   if (r.inflight > 0) s += " qd" + std::to_string(r.inflight);
   if (r.batch > 1) s += " b" + std::to_string(r.batch);
+  if (r.payload != "random" || r.compression != "none" || r.encryption != "none") {
+    s += " " + data_label(r);
+  }
   return s;
 }
 
@@ -75,6 +81,13 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v) {
   r.ops = m.ops;
   r.ops_per_s = m.elapsed_s > 0 ? m.ops / m.elapsed_s : 0;
   r.mb_per_s = m.elapsed_s > 0 ? m.bytes / m.elapsed_s / 1e6 : 0;
+  r.stored_per_record = m.stored_per_record;
+  r.stored_bytes = m.stored_bytes;
+  r.stored_records = m.stored_records;
+  if (m.engine_stored_bytes && m.engine_appends > 0) {
+    r.engine_stored_per_record =
+        static_cast<double>(*m.engine_stored_bytes) / static_cast<double>(m.engine_appends);
+  }
   const Histogram& h = m.latency;
   r.mean_us = h.mean() / 1e3;
   r.p50_us = h.percentile(0.50) / 1e3;
@@ -143,6 +156,7 @@ Row make_skip_row(const Skip& s) {
   r.segment_kind = s.segment_kind;
   r.mode = "*";
   r.size = "*";
+  r.payload = "*";
   r.status = "skipped";
   r.message = s.message;
   return r;
@@ -156,7 +170,8 @@ std::vector<MetricsPair> metrics_pairs(const std::vector<Row>& rows) {
       if (size_t at = c.find(m); at != std::string::npos) c.erase(at, std::string(m).size());
     }
     return r.job + "|" + r.medium + "|" + r.size + "|" + std::to_string(r.threads) + "|" +
-           std::to_string(r.inflight) + "|" + std::to_string(r.batch) + "|" + c;
+           std::to_string(r.inflight) + "|" + std::to_string(r.batch) + "|" + data_label(r) + "|" +
+           c;
   };
   std::vector<MetricsPair> pairs;
   for (const auto& on : rows) {
@@ -193,45 +208,55 @@ std::string format_metrics_overhead(const std::vector<MetricsPair>& pairs) {
   return s;
 }
 
+std::string data_label(const Row& r) {
+  std::string s = r.payload;
+  if (r.compression != "none") s += "+" + r.compression;
+  if (r.encryption != "none") s += "+" + (r.encryption == "aes-256-gcm" ? "aes" : r.encryption);
+  return s;
+}
+
 std::string table_header() {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%-3s %-6s %-18s %-8s %-6s %4s %4s %5s | %9s %7s | %8s %8s %8s %8s %8s %8s | "
-                "%8s %7s | %5s %5s | %3s | %s\n",
-                "#", "medium", "backend/kind", "mode", "size", "thr", "qd", "batch", "op/s", "MB/s",
-                "mean", "p50", "p95", "p99", "p99.9", "max", "syncs/s", "rec/syn", "usr%", "sys%",
-                "err", "status");
+                "%-3s %-6s %-18s %-8s %-6s %-15s %4s %4s %5s | %9s %7s %7s | %8s %8s %8s %8s %8s "
+                "%8s | %8s %7s | %5s %5s | %3s | %s\n",
+                "#", "medium", "backend/kind", "mode", "size", "data", "thr", "qd", "batch", "op/s",
+                "MB/s", "B/rec", "mean", "p50", "p95", "p99", "p99.9", "max", "syncs/s", "rec/syn",
+                "usr%", "sys%", "err", "status");
   // A line of group labels above the column names, each centred over its
   // group (widths from the format above).
   auto centre = [](const std::string& s, size_t width) {
     const size_t left = (width - s.size()) / 2;
     return std::string(left, ' ') + s + std::string(width - s.size() - left, ' ');
   };
-  const std::string groups = centre("point", 61) + " |" + centre("rate", 19) + "|" +
+  const std::string groups = centre("point", 77) + " |" + centre("rate", 27) + "|" +
                              centre("append latency, us", 55) + "|" + centre("syncs", 18) + "|" +
                              centre("% of 1 core", 13) + "|\n";
   return groups + buf;
 }
 
 std::string table_row(const Row& r) {
-  char head[192];
+  char head[256];
   const std::string bk = r.backend + "/" + r.segment_kind;
   const bool skip = r.index == 0;
-  std::snprintf(head, sizeof head, "%-3s %-6s %-18s %-8s %-6s %4s %4s %5s | ",
+  std::snprintf(head, sizeof head, "%-3s %-6s %-18s %-8s %-6s %-15s %4s %4s %5s | ",
                 r.index ? std::to_string(r.index).c_str() : "-", r.medium.c_str(), bk.c_str(),
-                r.mode.c_str(), r.size.c_str(), r.threads ? std::to_string(r.threads).c_str() : "*",
+                r.mode.c_str(), r.size.c_str(), skip ? "*" : data_label(r).c_str(),
+                r.threads ? std::to_string(r.threads).c_str() : "*",
                 skip ? "*" : std::to_string(r.inflight).c_str(),
                 skip ? "*" : std::to_string(r.batch).c_str());
   if (r.status == "skipped") return head + std::string("skipped: ") + r.message + "\n";
   if (r.status != "verified") return head + std::string("FAILED: ") + r.message + "\n";
   char body[320];
-  std::snprintf(body, sizeof body,
-                "%9.0f %7s | %8s %8s %8s %8s %8s %8s | %8s %7s | %5.0f %5.0f | %3llu | verified",
-                r.ops_per_s, num(r.mb_per_s).c_str(), num(r.mean_us).c_str(), num(r.p50_us).c_str(),
-                num(r.p95_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(),
-                num(r.max_us).c_str(), r.syncs_known ? fmt("%.0f", r.syncs_per_s).c_str() : "-",
-                r.records_per_sync > 0 ? num(r.records_per_sync).c_str() : "-", r.cpu_user_pct,
-                r.cpu_sys_pct, static_cast<unsigned long long>(r.errors));
+  std::snprintf(
+      body, sizeof body,
+      "%9.0f %7s %7s | %8s %8s %8s %8s %8s %8s | %8s %7s | %5.0f %5.0f | %3llu | verified",
+      r.ops_per_s, num(r.mb_per_s).c_str(),
+      r.stored_per_record > 0 ? num(r.stored_per_record).c_str() : "-", num(r.mean_us).c_str(),
+      num(r.p50_us).c_str(), num(r.p95_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(),
+      num(r.max_us).c_str(), r.syncs_known ? fmt("%.0f", r.syncs_per_s).c_str() : "-",
+      r.records_per_sync > 0 ? num(r.records_per_sync).c_str() : "-", r.cpu_user_pct, r.cpu_sys_pct,
+      static_cast<unsigned long long>(r.errors));
   std::string line = head + std::string(body);
   if (!r.message.empty()) line += " (" + r.message + ")";
   return line + "\n";
@@ -254,6 +279,9 @@ nlohmann::json to_json(const Row& r) {
   j["inflight"] = r.inflight;
   j["batch"] = r.batch;
   j["record_size"] = {{"min", r.size_min}, {"max", r.size_max}, {"label", r.size}};
+  j["payload"] = r.payload;
+  j["compression"] = r.compression;
+  j["encryption"] = r.encryption;
   j["config"] = r.config;
   j["errors"] = r.errors;
   if (r.status != "verified") return j;
@@ -264,6 +292,12 @@ nlohmann::json to_json(const Row& r) {
   j["ops"] = r.ops;
   j["ops_per_s"] = r.ops_per_s;
   j["mb_per_s"] = r.mb_per_s;
+  j["stored_bytes_per_record"] =
+      r.stored_per_record > 0 ? nlohmann::json(r.stored_per_record) : nlohmann::json();
+  j["stored_bytes"] = r.stored_bytes;
+  j["stored_records"] = r.stored_records;
+  if (r.engine_stored_per_record >= 0)
+    j["engine_stored_bytes_per_record"] = r.engine_stored_per_record;
   j["latency_us"] = {{"mean", r.mean_us}, {"p50", r.p50_us},    {"p95", r.p95_us},
                      {"p99", r.p99_us},   {"p99.9", r.p999_us}, {"max", r.max_us}};
   j["metrics"] = r.metrics;
@@ -306,7 +340,8 @@ std::string csv_header() {
          "cpu_sys_pct,errors,lag_blocked_appends,allocation_stalls,padding_bytes,sync_mean_us,sync_"
          "p99_us,capped,"
          "verified_records,fio_unit,fio_ceiling,fio_ratio,fio_round_p99_us,fio_p99_ratio,"
-         "rocksdb_ops,rocksdb_ratio,metrics,config\n";
+         "rocksdb_ops,rocksdb_ratio,metrics,payload,compression,encryption,"
+         "stored_bytes_per_record,engine_stored_bytes_per_record,config\n";
 }
 
 std::string csv_row(const Row& r) {
@@ -355,6 +390,11 @@ std::string csv_row(const Row& r) {
   add(r.rocksdb_ops > 0 ? fmt("%.6g", r.rocksdb_ops) : "");
   add(r.rocksdb_ops > 0 ? fmt("%.4g", r.rocksdb_ratio) : "");
   add(r.index ? (r.metrics ? "true" : "false") : "");
+  add(r.index ? r.payload : "");
+  add(r.compression);
+  add(r.encryption);
+  add(r.stored_per_record > 0 ? fmt("%.6g", r.stored_per_record) : "");
+  add(r.engine_stored_per_record >= 0 ? fmt("%.6g", r.engine_stored_per_record) : "");
   add(r.config);
   return s + "\n";
 }

@@ -21,18 +21,25 @@ struct Row {
   std::string job, medium, medium_desc, fs, device;
   std::string backend, segment_kind, mode, size;
   uint64_t size_min = 0, size_max = 0;
-  uint32_t threads = 0;   // 0 for a skip row (every thread count)
-  uint32_t inflight = 0;  // append_async calls per writer; 0: blocking
-  uint32_t batch = 1;     // records per write batch
-  std::string config;     // the point's Config, "key=value,..."
-  std::string status;     // "verified" | "skipped" | "failed"
-  std::string message;    // why skipped or failed; notes ("capped at 1GiB")
+  uint32_t threads = 0;            // 0 for a skip row (every thread count)
+  uint32_t inflight = 0;           // append_async calls per writer; 0: blocking
+  uint32_t batch = 1;              // records per write batch
+  std::string config;              // the point's Config, "key=value,..."
+  std::string payload = "random";  // record contents (record.h)
+  std::string compression = "none", encryption = "none";
+  std::string status;   // "verified" | "skipped" | "failed"
+  std::string message;  // why skipped or failed; notes ("capped at 1GiB")
 
   // Valid when status == "verified".
   double elapsed_s = 0;
   uint64_t ops = 0;
   double ops_per_s = 0;
   double mb_per_s = 0;  // payload bytes, 10^6 per MB
+  // Segment space per appended record, framing and sync markers included
+  // (Measurement::stored_per_record); 0: fewer than two records.
+  double stored_per_record = 0;
+  uint64_t stored_bytes = 0, stored_records = 0;
+  double engine_stored_per_record = -1;  // Stats' own count over the window; < 0: none
   double mean_us = 0, p50_us = 0, p95_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
   bool metrics = true;      // the point's Config metrics
   bool syncs_known = true;  // false: metrics off and the log counted no syncs
@@ -77,6 +84,8 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v);
 Row make_failed_row(const Point& p, const std::string& message);
 Row make_skip_row(const Skip& s);
 
+// The payload and, when set, compression and encryption: "text+lz4+aes".
+std::string data_label(const Row& r);
 std::string table_header();
 std::string table_row(const Row& r);
 nlohmann::json to_json(const Row& r);

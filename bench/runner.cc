@@ -39,7 +39,25 @@ double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.t
 // makes fdatasync look up to twice as fast (docs/benchmarks.md).
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
+// Detected rather than named so the bench builds against a synclog whose
+// Stats has no such counter.
+template <class S>
+std::optional<uint64_t> stored_counter(const S& s) {
+  if constexpr (requires { s.stored_bytes; }) {
+    return static_cast<uint64_t>(s.stored_bytes);
+  } else {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
+
+uint64_t position_distance(synclog::Position from, synclog::Position to, uint64_t segment_size) {
+  constexpr uint64_t kHeader = 64;  // docs/format.md: records start at offset 64
+  if (to.segment() == from.segment()) return to.offset() - from.offset();
+  return (segment_size - from.offset()) +
+         (to.segment() - from.segment() - 1) * (segment_size - kHeader) + (to.offset() - kHeader);
+}
 
 synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& config) {
   const uint64_t open_start = now_ns();
@@ -162,6 +180,10 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
     m.cpu_sys_pct =
         (seconds(end.usage.ru_stime) - seconds(begin.usage.ru_stime)) / m.elapsed_s * 100;
   }
+  if (const auto b = stored_counter(begin.stats), e = stored_counter(end.stats); b && e) {
+    m.engine_stored_bytes = *e - *b;
+    m.engine_appends = end.stats.appends - begin.stats.appends;
+  }
   m.segments_released = log.stats().segments_released;
   if (!release_error.empty()) {
     ++m.errors;
@@ -172,6 +194,19 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
   m.close_s = static_cast<double>(now_ns() - close_start) / 1e9;
   // Read after close(): by then the log has run or failed every completion,
   // so no callback touches a writer any more and a lost or repeated one shows.
+  std::optional<synclog::Position> first, last;
+  for (const auto& w : writers) {
+    if (w->submitted == 0) continue;
+    m.stored_records += w->submitted;
+    if (!first || w->first_position < *first) first = w->first_position;
+    if (!last || w->last_position > *last) last = w->last_position;
+  }
+  if (m.stored_records >= 2) {
+    m.stored_bytes = position_distance(*first, *last, config.segment_size);
+    // The distance spans the strides of every record but the last.
+    m.stored_per_record =
+        static_cast<double>(m.stored_bytes) / static_cast<double>(m.stored_records - 1);
+  }
   for (const auto& w : writers) {
     m.segment_starts.push_back(w->starts);
     if (w->hist) m.latency.merge(*w->hist);

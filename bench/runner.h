@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,18 @@ struct Measurement {
   double open_s = 0;           // Log::open before the run
   double close_s = 0;          // Log::close after it
 
+  // Segment space the run's records took (docs/benchmarks.md, "Stored bytes
+  // per record"): the byte distance from the first record's position to the
+  // last one's, across segments, over the records between. 0 with fewer
+  // than two records.
+  uint64_t stored_bytes = 0;
+  uint64_t stored_records = 0;
+  double stored_per_record = 0;
+  // The engine's own count of bytes stored, over the window, where this
+  // synclog build's Stats has one (stored_bytes); else nullopt.
+  std::optional<uint64_t> engine_stored_bytes;
+  uint64_t engine_appends = 0;  // Stats::appends over the same window
+
   uint64_t segments_released = 0;  // over the whole run (--retain)
   uint64_t release_calls = 0;
 
@@ -58,6 +71,12 @@ struct Measurement {
 // Opens a log with `config` (config.dir must exist and be empty) and runs
 // the point. Fails only if Log::open fails; errors after that are counted in
 // the Measurement.
+// Bytes of segment space from record position `from` to `to` (from <= to),
+// in a log of `segment_size` segments: each segment switched out of counts
+// to its end (its end record and unused tail included) and each one
+// entered from offset 64 (the header is not counted).
+uint64_t position_distance(synclog::Position from, synclog::Position to, uint64_t segment_size);
+
 [[nodiscard]] synclog::Result<Measurement> run_point(const Point& point,
                                                      const synclog::Config& config);
 

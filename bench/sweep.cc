@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "synclog/log.h"
@@ -53,12 +56,59 @@ std::string Point::label() const {
                   size.label() + " x" + std::to_string(threads);
   if (inflight > 0) s += " qd" + std::to_string(inflight);
   if (batch > 1) s += " b" + std::to_string(batch);
+  if (payload != Payload::random) s += std::string(" ") + to_string(payload);
+  if (compression != "none") s += " " + compression;
+  if (encryption != "none") s += " " + encryption;
   return s;
+}
+
+synclog::Result<void> apply_transforms(const Point& p, synclog::Config& config,
+                                       const std::filesystem::path& key_file) {
+  for (auto [key, value] :
+       {std::pair{"compression", &p.compression}, std::pair{"encryption", &p.encryption}}) {
+    if (*value == "none") continue;
+    if (auto r = config.set(key, *value); !r) {
+      return synclog::make_error(
+          r.error().code, std::string(key) + "=" + *value +
+                              " is not accepted by this synclog build: " + r.error().message);
+    }
+  }
+  if (p.encryption != "none") {
+    if (auto r = config.set("encryption_key_file", key_file.string()); !r) {
+      return synclog::make_error(
+          r.error().code, "encryption_key_file=" + key_file.string() + ": " + r.error().message);
+    }
+  }
+  return {};
+}
+
+void write_key_file(const std::filesystem::path& path) {
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error("encryption key file " + path.string() + ": " + what);
+  };
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char key[32];
+  if (!random.read(reinterpret_cast<char*>(key), sizeof key)) fail("cannot read /dev/urandom");
+  char hex[2 * sizeof key + 1];
+  for (size_t i = 0; i < sizeof key; ++i) std::snprintf(hex + 2 * i, 3, "%02x", key[i]);
+  // Created empty and narrowed to 0600 before the key goes in, so the key
+  // is never readable by others, whatever the umask.
+  if (!std::ofstream(path, std::ios::trunc)) fail("cannot create it");
+  std::error_code ec;
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+      std::filesystem::perm_options::replace, ec);
+  if (ec) fail("cannot set mode 0600: " + ec.message());
+  std::ofstream out(path, std::ios::trunc);
+  out << "1 " << hex << "\n";
+  out.flush();
+  if (!out) fail("cannot write it");
 }
 
 Plan make_plan(const Options& options, bool dry) {
   Plan plan;
   std::map<std::string, const MediumInfo*> by_name;
+  std::set<std::string> rejected_seen;  // one skip per job, medium and rejected value
   for (const auto& job : options.jobs) {
     for (const auto& m : job.media) {
       auto it = by_name.find(m.name);
@@ -131,27 +181,54 @@ Plan make_plan(const Options& options, bool dry) {
                                              std::to_string(config->max_record_size()) + " bytes)");
                   }
                 }
-                for (uint32_t threads : job.threads) {
-                  for (uint32_t inflight : job.inflight) {
-                    for (uint32_t batch : job.batch) {
-                      Point p;
-                      p.job = job.name;
-                      p.medium = medium;
-                      p.backend = backend;
-                      p.segment_kind = synclog::to_string(config->segment_kind);
-                      p.mode = mode;
-                      p.threads = threads;
-                      p.size = size;
-                      p.config = *config;
-                      p.axes = axes;
-                      p.duration_s = job.duration_s.value_or(0);
-                      p.ops = job.ops;
-                      p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
-                      p.max_bytes = job.max_bytes;
-                      p.retain = job.retain;
-                      p.inflight = inflight;
-                      p.batch = batch;
-                      plan.points.push_back(std::move(p));
+                for (const auto& compression : job.compressions) {
+                  for (const auto& encryption : job.encryptions) {
+                    // Checked on a copy: the key file is set when the point runs.
+                    synclog::Config full = *config;
+                    std::string rejected;
+                    for (auto [key, value] : {std::pair{"compression", &compression},
+                                              std::pair{"encryption", &encryption}}) {
+                      if (*value == "none" || !rejected.empty()) continue;
+                      if (auto r = full.set(key, *value); !r) {
+                        rejected = std::string(key) + "=" + *value +
+                                   " is not accepted by this synclog build: " + r.error().message;
+                      }
+                    }
+                    if (!rejected.empty()) {
+                      if (rejected_seen.insert(job.name + "|" + ms.name + "|" + rejected).second) {
+                        plan.skips.push_back(Skip{job.name, medium, "*", "*", rejected});
+                      }
+                      continue;
+                    }
+                    for (const auto& payload : job.payloads) {
+                      for (uint32_t threads : job.threads) {
+                        for (uint32_t inflight : job.inflight) {
+                          for (uint32_t batch : job.batch) {
+                            Point p;
+                            p.job = job.name;
+                            p.medium = medium;
+                            p.backend = backend;
+                            p.segment_kind = synclog::to_string(config->segment_kind);
+                            p.mode = mode;
+                            p.threads = threads;
+                            p.size = size;
+                            p.config = *config;
+                            p.config_text = full.to_string();
+                            p.payload = *parse_payload(payload);
+                            p.compression = compression;
+                            p.encryption = encryption;
+                            p.axes = axes;
+                            p.duration_s = job.duration_s.value_or(0);
+                            p.ops = job.ops;
+                            p.warmup_s = job.ops > 0 ? 0 : job.warmup_s;
+                            p.max_bytes = job.max_bytes;
+                            p.retain = job.retain;
+                            p.inflight = inflight;
+                            p.batch = batch;
+                            plan.points.push_back(std::move(p));
+                          }
+                        }
+                      }
                     }
                   }
                 }
@@ -163,7 +240,9 @@ Plan make_plan(const Options& options, bool dry) {
     }
   }
   plan.planned = plan.points.size();
-  if (plan.points.empty()) {
+  // Every point skipped for a rejected compression or encryption value:
+  // the skip rows say why, so the sweep still runs (and shows them).
+  if (plan.points.empty() && plan.skips.empty()) {
     std::string why;
     for (const auto& n : plan.notes) why += "\n  " + n;
     throw std::runtime_error("nothing to run: no backend can sync the segment kinds asked for" +

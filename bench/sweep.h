@@ -7,6 +7,7 @@
 #pragma once
 
 #include <deque>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 
 namespace bench {
 
+// A backend that cannot run on a medium, or (backend "*") a compression or
+// encryption value the library rejects, e.g. one built before it had them.
 struct Skip {
   std::string job;
   const MediumInfo* medium = nullptr;
@@ -36,6 +39,17 @@ struct Plan {
 // Throws std::runtime_error with a message naming the key on a bad value or
 // combination.
 Plan make_plan(const Options& options, bool dry = false);
+
+// Sets the point's compression and encryption Config keys that are not
+// "none" on `config`; a cipher also gets encryption_key_file = `key_file`.
+// The error is the library's, prefixed with the key and value.
+[[nodiscard]] synclog::Result<void> apply_transforms(const Point& p, synclog::Config& config,
+                                                     const std::filesystem::path& key_file);
+
+// Writes a throwaway encryption key file, mode 0600 before any key byte is
+// in it: one line "1 <64 hex digits>" from /dev/urandom. Throws
+// std::runtime_error naming the path on failure.
+void write_key_file(const std::filesystem::path& path);
 
 // Probes the backends (see above) inside `work` subdirectories of each
 // medium. Throws std::runtime_error if a probe fails for another reason

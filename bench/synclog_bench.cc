@@ -117,7 +117,10 @@ int run_sweep(const Options& options) {
 
   if (run.list) {
     for (const auto& p : plan.points) {
-      std::cout << p.label() << "  [" << p.job << "] " << p.config.to_string() << "\n";
+      std::cout << p.label() << "  [" << p.job << "] " << p.config_text << "\n";
+    }
+    for (const auto& k : plan.skips) {
+      std::cout << "skipped [" << k.job << "] " << k.medium->name << ": " << k.message << "\n";
     }
     for (const auto& n : plan.notes) std::cout << "note: " << n << "\n";
     if (run.fio != "off") std::cout << "fio profiles: " << run.fio_profiles.string() << "\n";
@@ -125,7 +128,16 @@ int run_sweep(const Options& options) {
     return 0;
   }
 
+  // make_plan's skips are values the library rejected; the probe's, backends.
+  const size_t skipped_values = plan.skips.size();
   probe_backends(plan, work);
+  const size_t skipped_backends = plan.skips.size() - skipped_values;
+  const std::string skipped_text =
+      std::to_string(skipped_backends) + " backend/medium pairs skipped" +
+      (skipped_values == 0
+           ? ""
+           : ", " + std::to_string(skipped_values) +
+                 " compression/encryption values skipped (rejected by the library)");
 
   const bool fio_on = run.fio == "on" || (run.fio == "auto" && fio_installed());
   if (run.fio == "on" && !fio_installed()) {
@@ -166,9 +178,13 @@ int run_sweep(const Options& options) {
     planned_s += (p.ops > 0 ? 1 : p.duration_s + p.warmup_s) + kPointOverhead + fio_cost(p);
   }
   {
-    nlohmann::json j{
-        {"type", "run"}, {"machine", machine},    {"points", plan.points.size()},
-        {"fio", fio_on}, {"rocksdb", rocksdb_on}, {"skipped_backends", plan.skips.size()}};
+    nlohmann::json j{{"type", "run"},
+                     {"machine", machine},
+                     {"points", plan.points.size()},
+                     {"fio", fio_on},
+                     {"rocksdb", rocksdb_on},
+                     {"skipped_backends", skipped_backends},
+                     {"skipped_values", skipped_values}};
     for (const auto& m : plan.media) {
       j["media"].push_back(
           {{"name", m.name},
@@ -182,8 +198,7 @@ int run_sweep(const Options& options) {
     }
     out.json(j);
     std::string head = "synclog-bench: " + std::to_string(plan.points.size()) + " points";
-    if (!plan.skips.empty())
-      head += " (" + std::to_string(plan.skips.size()) + " backend/medium pairs skipped)";
+    if (!plan.skips.empty()) head += " (" + skipped_text + ")";
     head += ", about " + format_eta(planned_s) + "\n";
     head += "machine: " + std::string(machine["cpu_model"]) + ", " +
             std::to_string(machine["cpus"].get<unsigned>()) + " cpus, " +
@@ -203,6 +218,7 @@ int run_sweep(const Options& options) {
   const double sweep_start = now_s();
   double overhead = kPointOverhead;  // per point beyond its window; refined as points finish
   std::string failure;
+  std::set<std::filesystem::path> key_files;  // written so far (--encryption)
   for (size_t i = 0; i < plan.points.size() && failure.empty(); ++i) {
     const Point& p = plan.points[i];
     double remaining = 0;
@@ -224,15 +240,28 @@ int run_sweep(const Options& options) {
     std::filesystem::create_directories(dir, ec);
     synclog::Config config = p.config;
     config.dir = dir;
+    // One throwaway key per medium, outside every log directory (a log
+    // directory holds only the log's own files).
+    const auto key_file = p.medium->dir / work / "encryption.key";
+    if (p.encryption != "none" && key_files.insert(key_file).second) write_key_file(key_file);
+    std::string setup_error;
+    if (auto r = apply_transforms(p, config, key_file); !r) {
+      setup_error = r.error().message;
+    } else if (auto valid = config.validate(); !valid) {
+      setup_error = "Config with compression and encryption: " + valid.error().message;
+    }
 
     Row row;
     Verification v;
-    auto measured = run_point(p, config);
-    if (!measured) {
+    std::optional<Measurement> measurement;
+    if (!setup_error.empty()) {
+      row = make_failed_row(p, setup_error);
+    } else if (auto measured = run_point(p, config); !measured) {
       row = make_failed_row(p, "Log::open failed: " + measured.error().describe());
     } else {
-      if (measured->errors == 0) v = verify_log(config, *measured, p.size.max);
-      row = make_row(p, *measured, v);
+      measurement = std::move(*measured);
+      if (measurement->errors == 0) v = verify_log(config, *measurement, p.size.max, p.payload);
+      row = make_row(p, *measurement, v);
     }
     const double run_wall = now_s() - t0;
     if (fio) {
@@ -261,7 +290,7 @@ int run_sweep(const Options& options) {
                   "  %.0f op/s; verified %llu records; %.1fs in all: open %.2fs, run %.2fs, "
                   "close %.2fs, verify %.2fs (of which reopen %.2fs)",
                   row.ops_per_s, static_cast<unsigned long long>(row.verified_records), wall,
-                  measured->open_s, window, measured->close_s, v.seconds, v.open_s);
+                  measurement->open_s, window, measurement->close_s, v.seconds, v.open_s);
     progress(run, done);
     overhead = (overhead * static_cast<double>(i) + std::max(0.0, wall - window)) /
                static_cast<double>(i + 1);
@@ -367,8 +396,7 @@ int run_sweep(const Options& options) {
     out.text("\nFAILED: " + failure + "\n");
     return 1;
   }
-  out.text("\n" + std::to_string(verified) + " points verified, " +
-           std::to_string(plan.skips.size()) + " backend/medium pairs skipped" +
+  out.text("\n" + std::to_string(verified) + " points verified, " + skipped_text +
            (run.out.empty() ? "" : "; results in " + run.out.string()) + "\n");
   return 0;
 }

@@ -8,7 +8,8 @@
 
 namespace bench {
 
-Verification verify_log(const synclog::Config& config, const Measurement& m, uint64_t max_size) {
+Verification verify_log(const synclog::Config& config, const Measurement& m, uint64_t max_size,
+                        Payload payload) {
   const auto start = std::chrono::steady_clock::now();
   Verification v;
   auto done = [&](std::string message) {
@@ -40,7 +41,7 @@ Verification verify_log(const synclog::Config& config, const Measurement& m, uin
   const size_t threads = m.appended.size();
   std::vector<std::vector<std::byte>> patterns;
   for (size_t t = 0; t < threads; ++t)
-    patterns.push_back(make_pattern(static_cast<uint32_t>(t), max_size));
+    patterns.push_back(make_pattern(static_cast<uint32_t>(t), max_size, payload));
   std::vector<uint64_t> next(threads, 0);
   std::vector<uint64_t> first(threads, 0);  // the first seq replay must return per thread
   bool started = false;

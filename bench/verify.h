@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "record.h"
 #include "runner.h"
 #include "synclog/config.h"
 
@@ -28,6 +29,9 @@ struct Verification {
   double open_s = 0;     // of which Log::open (recovery)
 };
 
-Verification verify_log(const synclog::Config& config, const Measurement& m, uint64_t max_size);
+// `payload` is the kind the writers appended (their patterns are rebuilt
+// from it).
+Verification verify_log(const synclog::Config& config, const Measurement& m, uint64_t max_size,
+                        Payload payload = Payload::random);
 
 }  // namespace bench

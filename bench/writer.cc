@@ -70,7 +70,7 @@ void run_writer(synclog::Log& log, const Point& p, uint32_t t, WriterControl& co
   // A batch needs all its records at once; each writer reuses one buffer.
   std::vector<RecordWriter> records;
   records.reserve(k_max);
-  for (uint32_t i = 0; i < k_max; ++i) records.emplace_back(t, p.size.max);
+  for (uint32_t i = 0; i < k_max; ++i) records.emplace_back(t, p.size.max, p.payload);
   std::vector<std::span<const std::byte>> spans(k_max);
   const uint32_t n = p.threads;
   const uint64_t quota = p.ops > 0 ? p.ops / n + (t < p.ops % n ? 1 : 0) : UINT64_MAX;
@@ -144,6 +144,8 @@ void run_writer(synclog::Log& log, const Point& p, uint32_t t, WriterControl& co
       w.failed_records = k;
       break;
     }
+    if (seq == 0) w.first_position = positions.front();
+    w.last_position = positions.back();
     for (uint32_t i = 0; i < k; ++i) {
       if (positions[i].segment() != segment) {
         segment = positions[i].segment();

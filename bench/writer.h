@@ -45,7 +45,10 @@ struct alignas(64) Writer {
   uint64_t submitted = 0;               // records of calls that returned a position
   uint64_t failed_records = 0;          // records of the call that failed: there or not
   uint64_t calls = 0;                   // async calls that returned a position
-  std::string drain_error;              // completions still missing at the end
+  // Where its first and last record (of calls that returned a position)
+  // start; both 0 if it appended none. For stored bytes per record.
+  synclog::Position first_position, last_position;
+  std::string drain_error;  // completions still missing at the end
 
   // Written only by the log's completion thread (one callback at a time)
   // and published by `completed` (release), so they need no lock.
