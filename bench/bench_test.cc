@@ -499,6 +499,21 @@ TEST(Sweep, KeyFileIsPrivateRandomAndOneLine) {
   EXPECT_THROW(write_key_file(dir.path() / "missing" / "c.key"), std::runtime_error);
 }
 
+// none leaves Config alone; anything else is set, and a rejection names the
+// key and value (whether the library lacks the key or the value).
+TEST(Sweep, ApplyTransformsSetsOnlyWhatIsNotNone) {
+  Point p;
+  synclog::Config c;
+  const std::string before = c.to_string();
+  ASSERT_TRUE(apply_transforms(p, c, "/nonexistent/key").has_value());
+  EXPECT_EQ(c.to_string(), before);
+  p.encryption = "rot13";
+  const auto r = apply_transforms(p, c, "/nonexistent/key");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("encryption=rot13 is not accepted"), std::string::npos)
+      << r.error().message;
+}
+
 // none sets no Config key; a value the library rejects (an unknown one, or
 // any one before the library has the key) becomes one skip row per job and
 // medium naming the key, and the sweep still plans the rest.
