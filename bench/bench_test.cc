@@ -291,7 +291,8 @@ TEST(Cli, BadFlagAndBadValuesAreClearErrors) {
                            "--warmup",      "--max-bytes", "--out",          "--json",
                            "--csv",         "--plot",      "--fio",          "--fio-media",
                            "--budget",      "--metrics",   "--rocksdb",      "--rocksdb-runtime",
-                           "--inflight",    "--batch"}) {
+                           "--inflight",    "--batch",     "--payload",      "--compression",
+                           "--encryption"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }
