@@ -162,6 +162,7 @@ std::optional<FioRatio> FioCeilings::measure(
   q.point = row.index;
   q.label = row.medium + " " + row.backend + "/" + row.segment_kind + " " + row.mode + " " +
             row.size + " x" + std::to_string(row.threads);
+  if (const std::string d = data_label(row); d != "random") q.label += " " + d;
   q.medium = medium.name;
   if (periodic) {
     q.unit = "MB/s";

@@ -158,8 +158,9 @@ std::string format_rocksdb(const std::vector<Row>& rows, const std::vector<Rocks
       s += line;
       header = true;
     }
-    const std::string label = r.medium + " " + r.backend + "/" + r.segment_kind + " " + r.mode +
-                              " " + r.size + " x" + std::to_string(r.threads);
+    std::string label = r.medium + " " + r.backend + "/" + r.segment_kind + " " + r.mode + " " +
+                        r.size + " x" + std::to_string(r.threads);
+    if (const std::string d = data_label(r); d != "random") label += " " + d;
     std::snprintf(line, sizeof line, "%-3zu %-34s %7.0f op/s %7.0f op/s %6.2f\n", r.index,
                   label.c_str(), r.ops_per_s, r.rocksdb_ops, r.rocksdb_ratio);
     s += line;
