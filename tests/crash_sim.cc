@@ -74,7 +74,7 @@ struct In {
   }
 };
 // An mmap sync marker: a record of one Position, 8-byte aligned.
-constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kPositionPayload);
+constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kMarkerPayload);
 
 constexpr uint64_t kRecordingMagic = 0x32534d4953485243ull;  // "CRHSIMS2"
 
