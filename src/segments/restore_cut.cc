@@ -152,7 +152,8 @@ Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, con
   } else if (rule.stop == RestoreStop::position) {
     cut.reason = "kept the records at or before " + rule.position.to_string();
   } else {
-    cut.reason = "kept every record recovery replays (the log ends at " + log_end.to_string() + ")";
+    cut.reason = "kept every record recovery replays (its replay of the copies ended at " +
+                 log_end.to_string() + ")";
   }
   if (kept.records == 0) {
     return make_error(
