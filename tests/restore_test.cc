@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -392,6 +393,32 @@ TEST(Restore, RefusesAnExistingTargetAndALiveLogInUse) {
   EXPECT_NE(r.error().message.find("in use"), std::string::npos) << r.error().message;
   EXPECT_FALSE(fs::exists(h.target()));
   ASSERT_TRUE((*log)->close().has_value());
+}
+
+// synclog-restore runs the same restore; its exit status tells success (0),
+// a refused restore (1) and bad usage (2) apart.
+TEST(Restore, TheToolRestoresToAPositionAndATime) {
+  History h;
+  h.write(60);
+  auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(SYNCLOG_RESTORE_BIN) + " --archive " +
+                            h.archive().string() + " --live " + h.live.path().string() +
+                            " --target " + h.target().string() + " " + args + " > " +
+                            (h.out_root.path() / "out").string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const size_t k = 25;
+  EXPECT_EQ(run("--to-position " + h.records[k].position.to_string()), 0);
+  EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1)));
+  EXPECT_EQ(run("--to-position " + h.records[k].position.to_string()), 1) << "target exists";
+  fs::remove_all(h.target());
+  EXPECT_EQ(run("--to-time " + std::to_string(h.times[k])), 0);
+  EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k)));
+  fs::remove_all(h.target());
+  EXPECT_EQ(run("--to-time yesterday"), 2);
+  EXPECT_EQ(run("--to-position 7"), 2);
+  EXPECT_FALSE(fs::exists(h.target()));
 }
 
 }  // namespace
