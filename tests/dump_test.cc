@@ -447,6 +447,9 @@ TEST(Dump, PrintOneLinePerRecord) {
   EXPECT_GT(all_rows.size(), written.size() * 2) << "batch mode: a sync marker per append";
   EXPECT_TRUE(contains(a.out, "1:64 session 8 bytes (previous session ended at 0:0)\n")) << a.out;
   EXPECT_TRUE(contains(a.out, " sync 16 bytes (durable before this sync: ")) << a.out;
+  // Version 6: each marker says when its sync began.
+  EXPECT_TRUE(contains(a.out, "; it began at ")) << a.out;
+  EXPECT_TRUE(contains(aj.out, "\"began_ns\":")) << aj.out;
 }
 
 TEST(Dump, PreviewEscapesAndTruncates) {
