@@ -63,9 +63,20 @@ struct History {
   // record i was appended (batch mode: an append returns once durable).
   std::vector<uint64_t> times;
   std::vector<Position> batch;  // the positions of one write batch in the middle
+  // Small segments and every tenth record spanning several of them, in
+  // fragments.
+  bool large = false;
+
+  Config sized(Config cfg) const {
+    if (large) {
+      cfg.segment_size = 64 << 10;
+      cfg.max_record = 300 << 10;
+    }
+    return cfg;
+  }
 
   Config config(bool gated = false) const {
-    Config cfg = small_config(live.path());
+    Config cfg = sized(small_config(live.path()));
     cfg.archive_command = (gated ? "test -e " + gate().string() + " && " : std::string()) +
                           "cp %p " + archive().string() + "/%f";
     return cfg;
@@ -94,7 +105,8 @@ struct History {
         times.push_back(times.back());
         records.push_back({(*pos)[2], c});
       }
-      const std::string rec = make_record(1, static_cast<uint64_t>(i), 8000);
+      const std::string rec =
+          make_record(1, static_cast<uint64_t>(i), large && i % 10 == 5 ? 200'000 : 8000);
       times.push_back(wall_ns());
       auto pos = (*log)->append(rec);
       ASSERT_TRUE(pos.has_value()) << pos.error().describe();
@@ -154,7 +166,7 @@ struct History {
 
   // The restored log, opened as any log is, and then continued.
   std::vector<Replayed> replay_restored() const {
-    Config cfg = small_config(target());
+    Config cfg = sized(small_config(target()));
     auto log = Log::open(cfg);
     EXPECT_TRUE(log.has_value()) << log.error().describe();
     if (!log) return {};
@@ -393,6 +405,37 @@ TEST(Restore, RefusesAnExistingTargetAndALiveLogInUse) {
   EXPECT_NE(r.error().message.find("in use"), std::string::npos) << r.error().message;
   EXPECT_FALSE(fs::exists(h.target()));
   ASSERT_TRUE((*log)->close().has_value());
+}
+
+// A record in fragments is restored whole or not at all, whichever side of
+// the stop point its position lies.
+TEST(Restore, FragmentedRecordsStayWhole) {
+  History h;
+  h.large = true;
+  h.write(40);
+  h.archive_all();
+  h.drop_live();
+  for (size_t k : {size_t{4}, size_t{5}, size_t{15}, size_t{26}}) {
+    SCOPED_TRACE(k);
+    ASSERT_LT(k, h.records.size());
+    fs::remove_all(h.target());
+    RestoreOptions o = h.options();
+    o.stop = RestoreStop::position;
+    o.position = h.records[k].position;
+    auto r = restore(o);
+    ASSERT_TRUE(r.has_value()) << r.error().describe();
+    EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1)));
+    fs::remove_all(h.target());
+    o.stop = RestoreStop::time;
+    o.time_ns = h.times[k];
+    r = restore(o);
+    ASSERT_TRUE(r.has_value()) << r.error().describe();
+    EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k)));
+  }
+  fs::remove_all(h.target());
+  auto r = restore(h.options());
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
 }
 
 // synclog-restore runs the same restore; its exit status tells success (0),
