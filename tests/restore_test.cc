@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -16,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "io/crc32c.h"
+#include "segments/format.h"
 #include "segments/segment.h"
 #include "synclog/log.h"
 #include "test_util.h"
@@ -434,6 +437,43 @@ TEST(Restore, FragmentedRecordsStayWhole) {
   }
   fs::remove_all(h.target());
   auto r = restore(h.options());
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+}
+
+// Segments before format version 6 have no time in their markers: a
+// restore to a time over them alone is refused, never an empty or a guessed
+// log; to the end or a position they restore as any other.
+TEST(Restore, SegmentsBeforeVersion6CannotBeRestoredToATime) {
+  History h;
+  h.write(60);
+  h.archive_all();
+  h.drop_live();
+  for (uint64_t id : h.archived_ids()) {
+    // The header as a version-5 writer made it (the markers' second u64
+    // then reads as padding).
+    const fs::path file = h.archive() / seg::segment_file_name(id);
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    std::vector<std::byte> head(seg::kHeaderSize);
+    f.read(reinterpret_cast<char*>(head.data()), seg::kHeaderSize);
+    const uint32_t version = 5;
+    std::memcpy(&head[8], &version, 4);
+    const uint32_t crc = io::crc32c(0, std::span(head).first(seg::kHeaderSize - 4));
+    std::memcpy(&head[60], &crc, 4);
+    f.seekp(0);
+    f.write(reinterpret_cast<const char*>(head.data()), seg::kHeaderSize);
+  }
+  RestoreOptions o = h.options();
+  o.stop = RestoreStop::time;
+  o.time_ns = wall_ns();
+  auto r = restore(o);
+  ASSERT_FALSE(r.has_value()) << r->records << " records restored without a time";
+  EXPECT_EQ(r.error().code, Errc::invalid_argument);
+  EXPECT_NE(r.error().message.find("before format version 6 carry no time"), std::string::npos)
+      << r.error().message;
+  EXPECT_FALSE(fs::exists(h.target()));
+  o.stop = RestoreStop::end;
+  r = restore(o);
   ASSERT_TRUE(r.has_value()) << r.error().describe();
   EXPECT_TRUE(same_records(h.replay_restored(), h.records));
 }
