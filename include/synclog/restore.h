@@ -8,9 +8,11 @@
 //   o.stop = synclog::RestoreStop::time;  o.time_ns = ...;  // unix ns
 //   auto report = synclog::restore(o);      // then Log::open with dir = o.target
 //
-// Never writes into `archive` or `live` (it takes the live directory's LOCK
-// for the copy, so no process opens that log meanwhile). Not thread-safe
-// with respect to other restores into the same target.
+// Only reads the segment files of `archive` and `live`. It holds the live
+// directory's LOCK while it copies, so no process opens that log meanwhile
+// (and an open one is refused); if `live` had no LOCK file, an empty one
+// stays behind. Two restores into the same target at once: the second
+// finds the first's staging directory and fails.
 #pragma once
 
 #include <cstdint>

@@ -163,6 +163,10 @@ Result<RestoreReport> Restore::build() {
   }
   auto made = io::create_dir(staging_, dir_perms_);
   if (!made) return std::unexpected(made.error());
+  if (!*made) {  // made since the check: another restore into the same target
+    return make_error(Errc::bad_directory,
+                      "restore: " + staging_.string() + " appeared: another restore is running");
+  }
   staging_made_ = true;
 
   std::map<uint64_t, bool> from_archive;  // id -> copied from the archive
