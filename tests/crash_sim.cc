@@ -73,8 +73,8 @@ struct In {
     f.read(reinterpret_cast<char*>(c->data()), static_cast<std::streamsize>(n));
   }
 };
-// An mmap sync marker: a record of one Position, 8-byte aligned.
-constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kPositionPayload);
+// An mmap sync marker: a record of one Position and a time (format version 6).
+constexpr uint64_t kMarkerBytes = seg::framed_size(seg::kMarkerPayload);
 
 constexpr uint64_t kRecordingMagic = 0x32534d4953485243ull;  // "CRHSIMS2"
 

@@ -217,7 +217,7 @@ TEST(Dump, HealthyLog) {
   Output cfg = dump({"config", dir});
   EXPECT_EQ(cfg.rc, 0) << show(cfg);
   EXPECT_TRUE(contains(cfg.out, "segment_size    262144 bytes")) << cfg.out;
-  EXPECT_TRUE(contains(cfg.out, "format version  5")) << cfg.out;
+  EXPECT_TRUE(contains(cfg.out, "format version  6")) << cfg.out;
   EXPECT_TRUE(contains(cfg.out, "does not record")) << cfg.out;
 
   EXPECT_TRUE(snapshot(tmp.path()) == before) << "synclog-dump changed the log directory";
@@ -446,7 +446,10 @@ TEST(Dump, PrintOneLinePerRecord) {
   EXPECT_EQ(all_rows.size(), json_lines(aj).size());
   EXPECT_GT(all_rows.size(), written.size() * 2) << "batch mode: a sync marker per append";
   EXPECT_TRUE(contains(a.out, "1:64 session 8 bytes (previous session ended at 0:0)\n")) << a.out;
-  EXPECT_TRUE(contains(a.out, " sync 8 bytes (durable before this sync: ")) << a.out;
+  EXPECT_TRUE(contains(a.out, " sync 16 bytes (durable before this sync: ")) << a.out;
+  // Version 6: each marker says when its sync began.
+  EXPECT_TRUE(contains(a.out, "; it began at ")) << a.out;
+  EXPECT_TRUE(contains(aj.out, "\"began_ns\":")) << aj.out;
 }
 
 TEST(Dump, PreviewEscapesAndTruncates) {

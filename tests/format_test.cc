@@ -128,6 +128,28 @@ TEST(Format, PositionMarkers) {
   EXPECT_EQ(d.record.position_payload(), Position(2, 1000));
 }
 
+// Version 6: a sync marker's second u64 is the wall-clock time its sync
+// began; in older segments those bytes are tail=pad padding, not a time.
+TEST(Format, MarkerTimeOnlyFromVersion6) {
+  std::vector<std::byte> image(256);
+  std::byte payload[kMarkerPayload + 8] = {};
+  const uint64_t durable = Position(2, 1000).raw(), wall = 1'700'000'000'123'456'789ull;
+  std::memcpy(payload, &durable, 8);
+  std::memcpy(payload + 8, &wall, 8);
+  encode_record(image, 2, 64, Kind::sync, payload);
+  auto d = decode_record(image, 2, 64);
+  ASSERT_EQ(d.status, Decode::ok);
+  EXPECT_EQ(d.record.position_payload(), Position(2, 1000));
+  EXPECT_EQ(d.record.marker_time(6), wall);
+  EXPECT_EQ(d.record.marker_time(5), std::nullopt);
+  // A marker of 8 bytes (written before version 6) has no time whatever
+  // the header says.
+  encode_position_record(image, 2, 128, Kind::sync, Position(2, 1000));
+  auto old = decode_record(image, 2, 128);
+  ASSERT_EQ(old.status, Decode::ok);
+  EXPECT_EQ(old.record.marker_time(6), std::nullopt);
+}
+
 // Version 4: a data record may be empty. Its frame is the 8-byte header
 // alone, and its checksum over (segment id, offset, word) is what tells it
 // from an unwritten slot (crc 0, word 0).

@@ -56,6 +56,8 @@ config=$(find "$prefix" -name synclogConfig.cmake | head -n 1)
 [ -n "$pc" ] || fail "synclog.pc not installed"
 [ -n "$config" ] || fail "synclogConfig.cmake not installed"
 [ -x "$prefix/bin/synclog-dump" ] || fail "synclog-dump not installed"
+[ -x "$prefix/bin/synclog-restore" ] || fail "synclog-restore not installed"
+[ -f "$prefix/include/synclog/restore.h" ] || fail "synclog/restore.h not installed"
 [ -f "$prefix/include/synclog/version.h" ] || fail "synclog/version.h not installed"
 if [ -x "$build/bench/synclog-bench" ]; then
   [ -x "$prefix/bin/synclog-bench" ] || fail "synclog-bench not installed"

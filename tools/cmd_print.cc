@@ -19,10 +19,13 @@ namespace synclog::dump {
 namespace {
 
 // What a marker's payload says, in words; empty for data and end records.
-std::string marker_detail(const seg::RecordView& r) {
+std::string marker_detail(const seg::RecordView& r, uint32_t version) {
   switch (r.kind) {
-    case seg::Kind::sync:
-      return "(durable before this sync: " + r.position_payload().to_string() + ")";
+    case seg::Kind::sync: {
+      const auto began = r.marker_time(version);
+      return "(durable before this sync: " + r.position_payload().to_string() +
+             (began ? "; it began at " + std::to_string(*began) + " ns" : std::string()) + ")";
+    }
     case seg::Kind::session:
       return "(previous session ended at " + r.position_payload().to_string() + ")";
     case seg::Kind::loss: {
@@ -45,10 +48,13 @@ std::string marker_detail(const seg::RecordView& r) {
   }
 }
 
-json record_json(Position at, const seg::RecordView& r) {
+json record_json(Position at, const seg::RecordView& r, uint32_t version) {
   json j = {{"position", to_json(at)},   {"segment", at.segment()},  {"offset", at.offset()},
             {"kind", kind_name(r.kind)}, {"size", r.payload.size()}, {"framed", r.framed}};
-  if (r.kind == seg::Kind::sync) j["durable_before"] = to_json(r.position_payload());
+  if (r.kind == seg::Kind::sync) {
+    j["durable_before"] = to_json(r.position_payload());
+    if (const auto began = r.marker_time(version)) j["began_ns"] = *began;
+  }
   if (r.kind == seg::Kind::session) j["previous_end"] = to_json(r.position_payload());
   if (r.kind == seg::Kind::batch) j["records"] = seg::batch_count(r);
   if (r.kind == seg::Kind::loss) {
@@ -59,7 +65,7 @@ json record_json(Position at, const seg::RecordView& r) {
   return j;
 }
 
-void print_record(PrintFormat format, Position at, const seg::RecordView& r) {
+void print_record(PrintFormat format, Position at, const seg::RecordView& r, uint32_t version) {
   const auto payload = r.payload;
   if (format == PrintFormat::raw) {
     // "<position> <kind> <length> " then the bytes and a newline: the length
@@ -71,7 +77,7 @@ void print_record(PrintFormat format, Position at, const seg::RecordView& r) {
   }
   const bool data = r.kind == seg::Kind::data;
   const std::string detail =
-      data ? (format == PrintFormat::line ? preview(payload) : "") : marker_detail(r);
+      data ? (format == PrintFormat::line ? preview(payload) : "") : marker_detail(r, version);
   std::printf("%s %s %zu bytes%s%s\n", at.to_string().c_str(), kind_name(r.kind), payload.size(),
               detail.empty() ? "" : " ", detail.c_str());
   if (data && format == PrintFormat::hex) print_hex_dump(payload);
@@ -90,24 +96,28 @@ int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all)
   if (!rec) return fail_recovery(rec.error());
   uint64_t shown = 0;
   std::optional<Position> next;  // the first record past --limit
-  auto walked = walk_records(c.dir, *rec, range, [&](Position at, const seg::RecordView& r) {
-    // Fragments are shown as they lie; replay returns a record whole only
-    // when every fragment is there (docs/format.md).
-    const bool user = r.kind == seg::Kind::data || r.kind == seg::Kind::first ||
-                      r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
-    if (!user && !all) return true;
-    if (range.limit && shown == *range.limit) {
-      next = at;
-      return false;
-    }
-    ++shown;
-    if (c.json) {
-      emit(record_json(at, r));
-    } else {
-      print_record(format, at, r);
-    }
-    return true;
-  });
+  uint32_t version = 0;          // of the segment being walked
+  auto walked = walk_records(
+      c.dir, *rec, range,
+      [&](Position at, const seg::RecordView& r) {
+        // Fragments are shown as they lie; replay returns a record whole only
+        // when every fragment is there (docs/format.md).
+        const bool user = r.kind == seg::Kind::data || r.kind == seg::Kind::first ||
+                          r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
+        if (!user && !all) return true;
+        if (range.limit && shown == *range.limit) {
+          next = at;
+          return false;
+        }
+        ++shown;
+        if (c.json) {
+          emit(record_json(at, r, version));
+        } else {
+          print_record(format, at, r, version);
+        }
+        return true;
+      },
+      &version);
   if (!walked) return fail_recovery(walked.error());
   // Everything but the records goes to stderr: stdout has one line (or one
   // raw record) per record and nothing else.

@@ -10,7 +10,7 @@
 namespace synclog::dump {
 
 Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
-                          const Range& range, const RecordVisitor& visit) {
+                          const Range& range, const RecordVisitor& visit, uint32_t* version) {
   std::optional<seg::SegmentReader> segment;  // the file of the current extent
   for (const auto& e : rec.extents) {
     if (range.to && Position(e.segment, e.begin) >= *range.to) break;
@@ -20,6 +20,12 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
       auto opened = seg::SegmentReader::open(dir / seg::segment_file_name(e.segment), e.segment);
       if (!opened) return std::unexpected(opened.error());
       segment = std::move(*opened);
+      if (version) {
+        auto head = segment->bytes(0, seg::kHeaderSize);
+        if (!head) return std::unexpected(head.error());
+        auto header = seg::decode_header(*head);
+        *version = header ? header->version : 0;
+      }
     }
     uint32_t off = e.begin;
     // Deep inside a segment, --from starts at its record when a record

@@ -23,8 +23,11 @@ namespace synclog::dump {
 // stay valid only during the call. Return false to stop the walk.
 using RecordVisitor = std::function<bool(Position at, const seg::RecordView& record)>;
 
-// An error only if a segment file cannot be read.
+// An error only if a segment file cannot be read. `version`, if given,
+// holds the format version of the header of the segment being visited (0
+// if it does not decode): which sync markers carry a time.
 [[nodiscard]] Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
-                                        const Range& range, const RecordVisitor& visit);
+                                        const Range& range, const RecordVisitor& visit,
+                                        uint32_t* version = nullptr);
 
 }  // namespace synclog::dump

@@ -1,5 +1,7 @@
-// Monotonic clocks. The coarse one costs a few ns (vDSO, no TSC read) and is
-// what the append hot path may consult.
+// Clocks. The monotonic ones measure durations; the coarse one costs a few
+// ns (vDSO, no TSC read) and is what the append hot path may consult. The
+// wall clock is only for stamping sync markers (restore to a time): it may
+// step backwards, so nothing may order by it.
 #pragma once
 
 #include <time.h>
@@ -17,6 +19,13 @@ inline uint64_t now_ns() {
 inline uint64_t coarse_now_ns() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// CLOCK_REALTIME in nanoseconds since the Unix epoch.
+inline uint64_t wall_now_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 

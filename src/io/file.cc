@@ -279,4 +279,16 @@ Result<bool> is_real_dir(const std::filesystem::path& path) {
   return S_ISDIR(st.st_mode);
 }
 
+Result<bool> exists(const std::filesystem::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return true;
+  if (errno == ENOENT) return false;
+  return sys_error("lstat", path, errno);
+}
+
+Result<void> remove_dir(const std::filesystem::path& dir) {
+  if (::rmdir(dir.c_str()) != 0) return sys_error("rmdir", dir, errno);
+  return {};
+}
+
 }  // namespace synclog::io

@@ -75,6 +75,11 @@ class File {
 [[nodiscard]] Result<bool> create_dir(const std::filesystem::path& dir, uint32_t perms);
 // True if `path` is a directory itself (a symbolic link to one is not).
 [[nodiscard]] Result<bool> is_real_dir(const std::filesystem::path& path);
+// Whether anything (a symbolic link too) has this name; an error only if
+// that cannot be told (EACCES...).
+[[nodiscard]] Result<bool> exists(const std::filesystem::path& path);
+// Removes an empty directory.
+[[nodiscard]] Result<void> remove_dir(const std::filesystem::path& dir);
 
 // This process's id (for the LOCK file).
 int process_id();

@@ -103,11 +103,11 @@ void Appender::on_overflow(Segment* seg, uint64_t off) {
 }
 
 Result<Position> Appender::append_marker(Position durable, uint32_t align, uint64_t* padding) {
-  constexpr uint64_t kPlain = framed_size(kPositionPayload);
+  constexpr uint64_t kPlain = framed_size(kMarkerPayload);
   *padding = 0;
   align = std::max(align, kAlign);
   inflight::Slot* slot = &inflight_.mine();
-  std::byte payload[4096 + kPositionPayload] = {};
+  std::byte payload[4096 + kMarkerPayload] = {};
   const uint64_t raw = durable.raw();
   std::memcpy(payload, &raw, sizeof raw);
   for (;;) {
@@ -126,10 +126,15 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
       if (end > seg->capacity()) break;
       if (seg->reserved.compare_exchange_weak(at, end)) {
         const uint64_t len = end - at - kRecordHeaderSize;
+        // Read once the marker is reserved: every record before it was
+        // reserved earlier, so none was appended after this time (restore
+        // to a time relies on it; docs/durability.md).
+        const uint64_t wall = io::wall_now_ns();
+        std::memcpy(payload + kPositionPayload, &wall, sizeof wall);
         encode_record(seg->image(), seg->id(), static_cast<uint32_t>(at), Kind::sync,
                       std::span<const std::byte>(payload, len));
         inflight::end(*slot);
-        *padding = len - kPositionPayload;
+        *padding = len - kMarkerPayload;
         return Position(seg->id(), end);
       }
     }

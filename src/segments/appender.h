@@ -62,7 +62,8 @@ class Appender {
                                                  Position* settled = nullptr);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
-  // Appends a sync marker naming `durable`; with align > 8 its padding ends
+  // Appends a sync marker naming `durable` and the wall-clock time, read
+  // once the marker's space is reserved; with align > 8 its padding ends
   // it on an `align` boundary (tail=pad), so the next sync starts on a fresh
   // block. Returns the marker's end; *padding gets the padding bytes.
   [[nodiscard]] Result<Position> append_marker(Position durable, uint32_t align, uint64_t* padding);

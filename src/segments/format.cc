@@ -114,7 +114,11 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
 
 void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
                    std::span<const std::byte> payload) {
-  std::byte* p = image.data() + offset;
+  encode_record_at(image.data() + offset, segment_id, offset, kind, payload);
+}
+
+void encode_record_at(std::byte* p, uint64_t segment_id, uint32_t offset, Kind kind,
+                      std::span<const std::byte> payload) {
   const uint32_t len = static_cast<uint32_t>(payload.size());
   const uint32_t word = len | (static_cast<uint32_t>(kind) << 24);
   if (!payload.empty()) std::memcpy(p + kRecordHeaderSize, payload.data(), len);
@@ -201,6 +205,12 @@ LossRecord decode_loss(std::span<const std::byte> payload) {
 Position RecordView::position_payload() const {
   return payload.size() >= kPositionPayload ? Position::from_raw(load<uint64_t>(payload.data()))
                                             : Position{};
+}
+
+std::optional<uint64_t> RecordView::marker_time(uint32_t version) const {
+  if (kind != Kind::sync || version < kFirstTimedMarkerVersion || payload.size() < kMarkerPayload)
+    return std::nullopt;
+  return load<uint64_t>(payload.data() + kPositionPayload);
 }
 
 uint32_t claimed_framed_size(std::span<const std::byte> header) {

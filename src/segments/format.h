@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -21,23 +22,29 @@ static_assert(std::endian::native == std::endian::little, "the format is little-
 
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
 // Version 2 added the loss record, version 3 the batch record, version 4
-// empty data records (len 0, alone or inside a batch). Older files are read
-// as they are; every header this build writes says 5 (version 5 added the
-// fragment kinds), so a build that would take a new record kind for damage
-// refuses the directory instead.
-inline constexpr uint32_t kVersion = 5;
+// empty data records (len 0, alone or inside a batch), version 5 the
+// fragment kinds. Older files are read as they are; every header this build
+// writes says 6 (version 6 puts the wall-clock time in sync markers), so a
+// build that would misread a new record refuses the directory instead.
+inline constexpr uint32_t kVersion = 6;
+// The first version whose sync markers carry the time their sync began.
+inline constexpr uint32_t kFirstTimedMarkerVersion = 6;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
 inline constexpr uint32_t kAlign = 8;
 inline constexpr uint32_t kMaxPayload = (1u << 24) - 1;
 inline constexpr uint32_t kPositionPayload = 8;  // sync and session records carry one Position
+// A sync marker from version 6 on: the Position, then the unix time in ns
+// when its sync began, then the tail=pad padding.
+inline constexpr uint32_t kMarkerPayload = kPositionPayload + 8;
 
 enum class Kind : uint8_t {
   none = 0,     // never written: all-zero header
   data = 1,     // a user record, 0 bytes or more
   sync = 2,     // sync marker: payload = durable position before this sync began,
-                // then zero padding that ends the sync on a block boundary (tail=pad)
+                // the wall-clock time it began (version 6), then zero padding
+                // that ends the sync on a block boundary (tail=pad)
   end = 3,      // end of segment: replay continues in the next segment
   session = 4,  // first record of a session: payload = where the previous session ended
   loss = 5,     // after a session record: a loss that recovery accepted (LossRecord)
@@ -90,6 +97,10 @@ void encode_header(const SegmentHeader& h, std::span<std::byte> out);
 // header. `image` must hold framed_size(payload.size()) bytes at offset.
 void encode_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
                    std::span<const std::byte> payload);
+// The same into `out` alone (framed_size(payload.size()) bytes), checksummed
+// for `offset`: for a writer that does not hold the segment's image.
+void encode_record_at(std::byte* out, uint64_t segment_id, uint32_t offset, Kind kind,
+                      std::span<const std::byte> payload);
 // The same with the payload given in pieces, copied one after the other
 // and checksummed as one payload (no intermediate buffer).
 void encode_gathered(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
@@ -109,6 +120,9 @@ struct RecordView {
   uint32_t framed = 0;  // bytes to the next record
   std::span<const std::byte> payload;
   Position position_payload() const;  // for sync and session records
+  // A sync marker's wall-clock time (unix ns), given the version in its
+  // segment's header; none before version 6 (their markers carry no time).
+  std::optional<uint64_t> marker_time(uint32_t version) const;
 };
 
 struct Decoded {

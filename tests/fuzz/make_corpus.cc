@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     write_seed(out, "crashed_open", {seg});
     // A torn tail: the last record half written.
     std::string torn = seg;
-    torn.resize(torn.size() - 24);
+    torn.resize(torn.size() - 32);  // the 24-byte marker and 8 bytes of the record
     write_seed(out, "torn_tail", {torn});
     // A flipped byte in the middle of a record: damage before a marker.
     std::string flipped = seg;
@@ -172,6 +172,8 @@ int main(int argc, char** argv) {
   {  // The bare header of a fresh segment.
     Scratch s("header");
     auto log = check(Log::open(config(s.path)), "open");
+    // Opening takes no segment: the first append does.
+    check(log->append(record(1, 8)), "append");
     write_seed(out, "header_only", {segment(s.path, 1).substr(0, 64)});
     check(log->close(), "close");
   }
