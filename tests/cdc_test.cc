@@ -314,6 +314,58 @@ TEST(Cdc, ConsumerNeverPrintsPastTheDurableOffset) {
   ASSERT_TRUE((*log)->close().has_value());
 }
 
+// A process crash (no close): the next open marks the crashed session's
+// segments complete at the end recovery found and removes the links of its
+// spares; the consumer then prints exactly what replay returns.
+TEST(Cdc, OpenAfterACrashCompletesIndexesAndDropsSpareLinks) {
+  Dirs d;
+  constexpr int kRecords = 100;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto log = Log::open(d.config());
+    if (!log) ::_exit(2);
+    for (int i = 0; i < kRecords; ++i) {
+      if (!(*log)->append(make_record(1, static_cast<uint64_t>(i), 7000))) ::_exit(3);
+    }
+    // Let the spare ahead be made and linked, then die without closing.
+    while ((*log)->stats().spare_files == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto before = d.linked();
+  ASSERT_GE(before.size(), 3u);
+
+  std::vector<Replayed> replayed;
+  {
+    auto log = Log::open(d.config());
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    replayed = read_all(**log);
+    ASSERT_EQ(replayed.size(), static_cast<size_t>(kRecords));
+    const Files files = load_segments(d.log());
+    ASSERT_FALSE(files.contains(before.back())) << "the crashed session's spare was kept";
+    // Every earlier segment still in the log is linked and complete; the
+    // crashed session's spare lies past the log and is gone.
+    for (uint64_t id : before) {
+      if (!files.contains(id)) {
+        EXPECT_FALSE(fs::exists(d.cdc() / seg::segment_file_name(id)))
+            << "link of segment " << id << " (not in the log) was kept";
+        continue;
+      }
+      auto idx = d.index(id);
+      ASSERT_TRUE(idx.has_value()) << id;
+      EXPECT_TRUE(idx->completed) << id;
+    }
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const Output out = follow({d.cdc().string(), "--json", "--delete", "--until-idle", "300ms"});
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(same_records(parse_follow(out.out), replayed)) << out.err;
+  EXPECT_TRUE(d.linked().empty());
+}
+
 // cdc_dir full: appends wait allocation_timeout and fail with no_space
 // naming CDC; nothing acknowledged is lost; once the consumer deletes,
 // appends go on.
