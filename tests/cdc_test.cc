@@ -489,6 +489,35 @@ TEST(Cdc, ConfigErrorsNameTheKey) {
   EXPECT_NE(bad.error().message.find("'cdc_max_size'"), std::string::npos);
 }
 
+TEST(Cdc, FollowRefusesBadInputAndNamesDamage) {
+  Dirs d;
+  EXPECT_EQ(follow({d.cdc().string(), "--until-idle", "0s"}).rc, 2);
+  EXPECT_EQ(follow({d.cdc().string(), "--until-idle", "soon"}).rc, 2);
+  EXPECT_EQ(follow({(d.base.path() / "missing").string(), "--until-idle", "10ms"}).rc, 2);
+  auto log = Log::open(d.config());
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  append_records(**log, 10, 500);
+  ASSERT_TRUE((*log)->close().has_value());
+  // An index that does not parse is named, not guessed at.
+  std::ofstream(d.cdc() / seg::cdc_index_name(d.linked().front())) << "12x\n";
+  Output out = follow({d.cdc().string(), "--until-idle", "100ms"});
+  EXPECT_EQ(out.rc, 1) << out.err;
+  EXPECT_NE(out.err.find("does not parse"), std::string::npos) << out.err;
+  // A damaged record below the durable offset ends the walk, named.
+  const uint64_t first = d.linked().front();
+  ASSERT_TRUE(
+      seg::store_cdc_index(d.cdc(), first, {d.config().segment_size, true}, 0600).has_value());
+  {
+    std::fstream f(d.cdc() / seg::segment_file_name(first),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(300);
+    f.put('\x5a');
+  }
+  out = follow({d.cdc().string(), "--until-idle", "100ms"});
+  EXPECT_EQ(out.rc, 1) << out.err;
+  EXPECT_NE(out.err.find("no valid record below the durable offset"), std::string::npos) << out.err;
+}
+
 TEST(Cdc, StatsAndMetricsShowCdc) {
   Dirs d;
   auto log = Log::open(d.config());

@@ -326,12 +326,13 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids, Released*
       if (recycle) ++pending_recycles_;
     }
     const auto path = path_of(id);
-    if (recycle && !opt_.cdc_dir.empty()) {
-      // Recycling rewrites the file in place: with its CDC link still there
-      // (the consumer has not deleted it) that would overwrite what the
-      // consumer reads. Such a file is deleted from the log instead; the
-      // link keeps its bytes for the consumer. Links only go away, so a
-      // count of 1 now stays safe.
+    if (recycle) {
+      // Recycling rewrites the file in place: with another name still on it
+      // (a CDC link the consumer has not deleted, also one left from a
+      // session with cdc_dir set, or an operator's hard link) that would
+      // overwrite what is read through that name. Such a file is deleted
+      // from the log instead; the other name keeps its bytes. The log makes
+      // links only to new spares, so a count of 1 now stays safe.
       auto links = io::link_count(path);
       if (!links || *links != 1) {
         std::lock_guard lock(mu_);
