@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -100,8 +102,10 @@ struct Output {
   std::string out, err;
 };
 
-// Runs `synclog-dump follow` with `args` in a child process.
-Output follow(const std::vector<std::string>& args) {
+// Runs `synclog-dump follow` with `args` in a child process; `running`, if
+// given, is called with its pid and its stdout file while it runs.
+Output follow(const std::vector<std::string>& args,
+              const std::function<void(pid_t, const fs::path&)>& running = nullptr) {
   static TempDir scratch;
   const fs::path out = scratch.path() / "out", err = scratch.path() / "err";
   const pid_t pid = ::fork();
@@ -116,6 +120,7 @@ Output follow(const std::vector<std::string>& args) {
     ::execv(SYNCLOG_DUMP_BIN, argv.data());
     ::_exit(127);
   }
+  if (running) running(pid, out);
   int status = 0;
   ::waitpid(pid, &status, 0);
   Output r;
@@ -487,6 +492,25 @@ TEST(Cdc, ConfigErrorsNameTheKey) {
   auto bad = Config::parse("cdc_max_size=lots");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message.find("'cdc_max_size'"), std::string::npos);
+}
+
+TEST(Cdc, FollowRunsUntilSigint) {
+  Dirs d;
+  auto log = Log::open(d.config());
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  const auto acked = append_records(**log, 10, 500);
+  const Output out =
+      follow({d.cdc().string(), "--json"}, [&](pid_t pid, const fs::path& stdout_file) {
+        // Once it has printed what is durable, stop it as an operator would.
+        EXPECT_TRUE(eventually([&] {
+          const std::string text = slurp(stdout_file);
+          return std::count(text.begin(), text.end(), '\n') == static_cast<long>(acked.size());
+        }));
+        ::kill(pid, SIGINT);
+      });
+  EXPECT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(same_records(parse_follow(out.out), acked)) << out.err;
+  ASSERT_TRUE((*log)->close().has_value());
 }
 
 TEST(Cdc, FollowRefusesBadInputAndNamesDamage) {
