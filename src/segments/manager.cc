@@ -161,14 +161,15 @@ Result<void> SegmentManager::link_cdc(uint64_t id) {
 }
 
 std::string SegmentManager::cdc_full() {
-  if (opt_.cdc_dir.empty()) return {};
+  if (opt_.cdc_dir.empty() || opt_.cdc_max_size == 0) return {};
   auto used = io::dir_file_bytes(opt_.cdc_dir);
-  if (!used) return {};
+  // Without a count the limit cannot be kept: no spare until one works.
+  if (!used) return "change data capture: cannot count cdc_dir: " + used.error().message;
   {
     std::lock_guard lock(mu_);
     stats_.cdc_bytes = *used;
   }
-  if (opt_.cdc_max_size == 0 || *used + opt_.segment_size <= opt_.cdc_max_size) return {};
+  if (*used + opt_.segment_size <= opt_.cdc_max_size) return {};
   return "change data capture: cdc_dir " + opt_.cdc_dir.string() + " holds " +
          std::to_string(*used) + " bytes of cdc_max_size " + std::to_string(opt_.cdc_max_size) +
          ", no room for another segment of " + std::to_string(opt_.segment_size) +

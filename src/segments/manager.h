@@ -56,7 +56,7 @@ struct ManagerStats {
   // take() calls that waited while cdc_dir was full (cdc_max_size).
   uint64_t cdc_blocked = 0;
   uint64_t cdc_linked = 0;  // segments linked into cdc_dir this session
-  uint64_t cdc_bytes = 0;   // bytes of files in cdc_dir when last counted
+  uint64_t cdc_bytes = 0;   // with cdc_max_size: bytes of files in cdc_dir when last counted
 };
 
 // A file the manager holds, as files() lists it.
@@ -138,8 +138,9 @@ class SegmentManager {
   // Links segment `id` (already under its name in the log directory) into
   // cdc_dir with an index naming no durable record, and syncs cdc_dir.
   Result<void> link_cdc(uint64_t id);
-  // Why cdc_dir has no room for one more segment; empty if it has (or the
-  // count failed: then the link will tell).
+  // Why no spare may be made under cdc_max_size: cdc_dir has no room for
+  // one more segment, or it cannot be counted. Empty if it may (always
+  // without a limit).
   std::string cdc_full();
   SegmentHeader header_for(uint64_t id) const {
     return SegmentHeader{id, opt_.segment_size, opt_.block_size, opt_.log_id};
