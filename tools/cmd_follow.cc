@@ -133,6 +133,14 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
       if (idx.completed && cur->off >= idx.offset) cur->finished = true;
       if (cur->finished && idx.completed) {
         if (f.remove) {
+          // What was printed leaves the process before the segment goes.
+          if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            std::fprintf(stderr,
+                         "synclog-dump: follow: cannot write the output; segment %" PRIu64
+                         " is kept\n",
+                         cur->id);
+            return kDamaged;
+          }
           cur->reader.reset();
           // The segment first: an index left alone names no file, while a
           // segment left without its index would look unfinished.
