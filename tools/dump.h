@@ -2,6 +2,7 @@
 // forms of positions and kinds, and the checks run before any command.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -42,6 +43,13 @@ int cmd_list(const Common& c);
 int cmd_verify(const Common& c);
 int cmd_config(const Common& c);
 int cmd_stats(const Common& c, const Range& range);
+
+// `follow`: a CDC directory's consumer.
+struct FollowOptions {
+  bool remove = false;  // --delete: remove each segment and its index once consumed
+  std::optional<std::chrono::microseconds> until_idle;  // stop after this long without progress
+};
+int cmd_follow(const Common& c, const FollowOptions& f);
 
 enum class PrintFormat { line, hex, raw };
 int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all);

@@ -5,9 +5,11 @@
 //   synclog-dump print  DIR [RANGE] [--all] [--hex|--raw|--json] [--mode M]
 //   synclog-dump stats  DIR [RANGE] [--mode M] [--json]
 //   synclog-dump config DIR [--json]              what the segment headers record
+//   synclog-dump follow CDC_DIR [--json] [--delete] [--until-idle DURATION]
 //   RANGE: [--from SEG:OFF] [--to SEG:OFF] [--limit N]
 //
-// Everything here is read-only. Log::open is never called: it would start a
+// Everything here but `follow --delete` is read-only, and `follow` reads a
+// CDC directory, not a log directory. Log::open is never called: it would start a
 // new segment and delete temp files. The tool runs the same recovery scan
 // (seg::recover) and the format decoders that Log::open uses, so "verify"
 // answers exactly what Log::open would say about the directory. The manual
@@ -28,8 +30,24 @@ struct Args {
   std::string dir, mode = "tolerate-torn-tail";
   // Optional, so that an empty value ("--from ''") is refused, not ignored.
   std::optional<std::string> from, to, limit;
-  bool json = false, hex = false, raw = false, all = false;
+  bool json = false, hex = false, raw = false, all = false, remove = false;
+  std::optional<std::string> until_idle;
 };
+
+// "500ms", "2s", "250us": a positive duration.
+std::optional<std::chrono::microseconds> parse_duration(const std::string& s) {
+  uint64_t n = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, n);
+  if (ec != std::errc() || p == s.data() || n == 0) return std::nullopt;
+  const std::string unit(p, end);
+  uint64_t mult = 0;
+  if (unit == "us") mult = 1;
+  if (unit == "ms") mult = 1000;
+  if (unit == "s") mult = 1000000;
+  if (mult == 0 || n > UINT64_MAX / mult / 2) return std::nullopt;
+  return std::chrono::microseconds(n * mult);
+}
 
 void add_common(CLI::App* cmd, Args& a, bool with_mode) {
   cmd->add_option("dir", a.dir, "log directory")->required()->type_name("DIR");
@@ -108,6 +126,19 @@ int main(int argc, char** argv) {
   add_range(stats, a);
   auto* config = app.add_subcommand("config", "what the segment headers record about the log");
   add_common(config, a, false);
+  auto* follow = app.add_subcommand(
+      "follow", "print the records of a CDC directory (cdc_dir) as they become durable");
+  follow->add_option("dir", a.dir, "CDC directory (the log's cdc_dir)")
+      ->required()
+      ->type_name("CDC_DIR");
+  follow->add_flag("--json", a.json, "JSON output (one object per line)");
+  follow->add_flag("--delete", a.remove,
+                   "remove each segment and its index once every record of it was printed");
+  follow
+      ->add_option("--until-idle", a.until_idle,
+                   "stop once nothing new was printed for this long (e.g. 500ms, 2s); "
+                   "default: run until SIGINT")
+      ->type_name("DURATION");
 
   try {
     app.parse(argc, argv);
@@ -129,6 +160,19 @@ int main(int argc, char** argv) {
   Range range;
   if (!parse_range(a, &range)) return kUsage;
   if (!check_dir(c.dir)) return kUsage;
+  if (*follow) {
+    FollowOptions f;
+    f.remove = a.remove;
+    if (a.until_idle) {
+      f.until_idle = parse_duration(*a.until_idle);
+      if (!f.until_idle) {
+        usage_error("--until-idle: bad duration '" + *a.until_idle +
+                    "' (expected a positive whole number with us, ms or s, e.g. 500ms)");
+        return kUsage;
+      }
+    }
+    return cmd_follow(c, f);
+  }
   warn_if_open(c.dir);
 
   if (*list) return cmd_list(c);

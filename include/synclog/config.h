@@ -111,6 +111,20 @@ struct SYNCLOG_API Config {
   // must not call the log. Not part of parse() or to_string().
   std::function<Result<void>(const std::filesystem::path& path, uint64_t segment_id)> archive;
 
+  // Change data capture (docs/operations.md, Change data capture): every
+  // segment of the log is hard-linked into this directory before it can
+  // become the active segment, with an index file per segment that names
+  // its durable end. A consumer in another process reads them and deletes
+  // what it has consumed. Empty = off. It must exist, must be on the same
+  // filesystem as `dir` (Log::open probes with a link) and must be neither
+  // `dir` nor inside it.
+  std::filesystem::path cdc_dir;
+  // Bytes of files cdc_dir may hold; 0 = unbounded. When a new segment
+  // would not fit, no spare is made until the consumer deletes files:
+  // appends wait up to allocation_timeout, then fail with Errc::no_space
+  // naming CDC. Nothing is dropped.
+  uint64_t cdc_max_size = 0;
+
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.
   [[nodiscard]] static Result<Config> parse(std::string_view text);

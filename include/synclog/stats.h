@@ -67,6 +67,16 @@ struct Stats {
   uint64_t archive_pending = 0;
   std::string archive_error;
 
+  // Change data capture (0 and empty without cdc_dir): segments linked into
+  // cdc_dir this session, bytes of files in cdc_dir now (what counts against
+  // cdc_max_size), segment switches that found no spare because cdc_dir was
+  // full (each then waited, up to allocation_timeout), and the last error
+  // writing an index file (empty once a write succeeds).
+  uint64_t cdc_segments_linked = 0;
+  uint64_t cdc_bytes = 0;
+  uint64_t cdc_blocked_appends = 0;
+  std::string cdc_error;
+
   // Space, as Log::segments() lists it: at the moment of the call.
   Position durable;            // Log::durable()
   uint64_t disk_bytes = 0;     // Log::disk_bytes(): every segment file, spares included

@@ -173,6 +173,12 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
     archive_command = std::string(value);
     return {};
   }
+  if (key == "cdc_dir") {
+    // Empty means off, as for archive_command.
+    cdc_dir = std::string(value);
+    return {};
+  }
+  if (key == "cdc_max_size") return assign(parse_size(key, value), &cdc_max_size);
   if (key == "backend") return parse_enum(kBackends, key, value, &backend);
   if (key == "segment_kind") return parse_enum(kKinds, key, value, &segment_kind);
   if (key == "mode") return parse_enum(kModes, key, value, &mode);
@@ -209,7 +215,7 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
           "segment_size, spare_segments, recycle, prezero, max_total_size, max_record, "
           "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
           "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read, "
-          "archive_command)");
+          "archive_command, cdc_dir, cdc_max_size)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -335,6 +341,17 @@ Result<void> Config::validate() const {
     }
     ++i;
   }
+  if (cdc_dir.empty() && cdc_max_size != 0) {
+    return invalid("config key 'cdc_max_size': set without cdc_dir (change data capture is off)");
+  }
+  if (cdc_max_size != 0 && cdc_max_size < (uint64_t{spare_segments} + 2) * segment_size) {
+    // Spares are linked as they are made: the directory holds the active
+    // segment, the next and the spares before the consumer can free any.
+    return invalid("config key 'cdc_max_size': " + std::to_string(cdc_max_size) +
+                   " cannot hold the active segment, one more and " +
+                   std::to_string(spare_segments) + " spare(s) of segment_size " +
+                   std::to_string(segment_size) + " (0 means unbounded)");
+  }
   // An auto on either side takes the other's choice; two explicit values
   // must fit.
   const SegmentKind needs = segment_kind_for(backend);
@@ -379,6 +396,8 @@ std::string Config::to_string() const {
   add("create_dir", create_dir ? "true" : "false");
   add("group_read", group_read ? "true" : "false");
   add("archive_command", archive_command);
+  add("cdc_dir", cdc_dir.string());
+  add("cdc_max_size", std::to_string(cdc_max_size));
   return s;
 }
 

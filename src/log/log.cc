@@ -8,6 +8,7 @@
 
 #include "io/align.h"
 #include "io/filesystem.h"
+#include "io/links.h"
 #include "log/archive_state.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
@@ -140,6 +141,10 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (!lock) return std::unexpected(lock.error());
   impl->lock = std::move(*lock);
 
+  if (!config.cdc_dir.empty()) {
+    if (auto r = check_cdc_dir(config, impl->lock.path()); !r) return std::unexpected(r.error());
+  }
+
   auto fs = io::probe_filesystem(config.dir);
   if (!fs) return std::unexpected(fs.error());
   std::vector<BackendKind> tries{config.backend};
@@ -223,6 +228,9 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
                                                std::to_string(seg::kMaxSegmentId) + " = 2^32-2)");
   }
   if (auto r = make_recovered_durable(config.dir, rec->kept); !r) return std::unexpected(r.error());
+  if (!config.cdc_dir.empty()) {
+    if (auto r = settle_cdc_dir(config, *rec); !r) return std::unexpected(r.error());
+  }
   impl->report = rec->report;
   impl->recovered = std::move(rec->extents);
 
@@ -239,11 +247,12 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   while (mo.log_id == 0)
     mo.log_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   mo.block_size = block != 0 ? block : 4096;
+  mo.cdc_dir = config.cdc_dir;
+  mo.cdc_max_size = config.cdc_max_size;
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
-  impl->appender =
-      std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout, impl->metrics,
-                                      config.max_unfragmented_size());
+  impl->appender = std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout,
+                                                   impl->metrics, config.max_unfragmented_size());
   impl->appender->start(impl->report.end);
   // Losses a recovery mode accepted are recorded first; they, like any
   // append, take the session's first segment. Without them opening takes
@@ -281,6 +290,15 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     ao.file_perms = config.file_perms();
     impl->archiver = std::make_unique<Archiver>(std::move(ao), *impl->manager, *impl->driver);
     impl->archiver->start();
+  }
+  if (!config.cdc_dir.empty()) {
+    CdcOptions co;
+    co.cdc_dir = config.cdc_dir;
+    co.segment_size = config.segment_size;
+    co.first_new_id = rec->next_id;
+    co.file_perms = config.file_perms();
+    impl->cdc = std::make_unique<Cdc>(std::move(co), *impl->manager, *impl->driver);
+    impl->cdc->start();
   }
   if (auto r = impl->lock.record_holder(); !r) return std::unexpected(r.error());
   impl->lock.keep();
@@ -432,6 +450,15 @@ Stats Log::stats() const {
     s.archive_pending = a.pending;
     s.archive_error = std::move(a.last_error);
   }
+  if (impl_->cdc) {
+    s.cdc_segments_linked = m.cdc_linked;
+    s.cdc_blocked_appends = m.cdc_blocked;
+    s.cdc_error = impl_->cdc->last_error();
+    // Counted now: the consumer frees space at any time.
+    auto used = io::dir_file_bytes(impl_->config.cdc_dir);
+    s.cdc_bytes = used ? *used : m.cdc_bytes;
+    if (!used) s.cdc_error = "change data capture: " + used.error().describe();
+  }
   return s;
 }
 
@@ -445,6 +472,9 @@ Result<void> Log::close() {
   // After the driver: every pending callback's record is durable by now,
   // or the close failed and each gets the error.
   if (impl_->completions) impl_->completions->stop();
+  // Before the manager: its stop() removes the spares' links, and the last
+  // segment is marked complete only if the driver sealed it.
+  if (impl_->cdc) impl_->cdc->stop(r.has_value() && !impl_->driver->failed());
   auto m = impl_->manager->stop();
   impl_->closed = true;
   impl_->lock.release();

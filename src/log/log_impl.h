@@ -13,6 +13,7 @@
 
 #include "io/file.h"
 #include "log/archiver.h"
+#include "log/cdc.h"
 #include "log/completions.h"
 #include "log/dir_lock.h"
 #include "metrics/metrics.h"
@@ -60,6 +61,8 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   // Null without archiving. After the driver and manager it reads: destroyed
   // first.
   std::unique_ptr<Archiver> archiver;
+  // Null without cdc_dir. Like the archiver: destroyed first.
+  std::unique_ptr<Cdc> cdc;
 
   std::vector<seg::Extent> readable_extents() const;
   // Whether `bytes` of record payload (`what`: "record", "batch of 3

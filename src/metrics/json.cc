@@ -69,6 +69,10 @@ std::string to_json(const Stats& s) {
   field("archive_failures", u(s.archive_failures));
   field("archive_pending", u(s.archive_pending));
   field("archive_error", quoted(s.archive_error));
+  field("cdc_segments_linked", u(s.cdc_segments_linked));
+  field("cdc_bytes", u(s.cdc_bytes));
+  field("cdc_blocked_appends", u(s.cdc_blocked_appends));
+  field("cdc_error", quoted(s.cdc_error));
   field("durable",
         "{\"segment\":" + u(s.durable.segment()) + ",\"offset\":" + u(s.durable.offset()) + "}");
   field("disk_bytes", u(s.disk_bytes));

@@ -221,6 +221,12 @@ Result<std::string> to_prometheus(const std::vector<LabeledStats>& logs, std::st
             "Failed archive attempts this session (each is retried).");
   e.gauge("archive_pending_segments", u(&Stats::archive_pending),
           "Complete, durable segments waiting to be archived.");
+  e.counter("cdc_segments_linked_total", &Stats::cdc_segments_linked,
+            "Segments linked into cdc_dir this session.");
+  e.gauge("cdc_bytes", u(&Stats::cdc_bytes),
+          "Bytes of files in cdc_dir (counted against cdc_max_size).");
+  e.counter("cdc_blocked_appends_total", &Stats::cdc_blocked_appends,
+            "Segment switches that waited because cdc_dir was full (cdc_max_size).");
   // A position is 64 bits, more than a float64 sample holds exactly: its
   // two halves are two gauges.
   e.gauge(

@@ -1,7 +1,11 @@
 #include "segments/manager.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <vector>
+
+#include "io/links.h"
+#include "segments/cdc_index.h"
 
 namespace synclog::seg {
 namespace {
@@ -41,8 +45,19 @@ Result<void> SegmentManager::stop() {
   Result<void> result;
   std::lock_guard lock(mu_);
   bool removed = false;
+  bool cdc_removed = false;
   for (auto& s : spares_) {
     s->retire();
+    if (!opt_.cdc_dir.empty()) {
+      // The next session reuses a deleted spare's id: its link and index
+      // must go too. The index first: a link without one names nothing
+      // durable to a consumer.
+      for (const auto& name : {cdc_index_name(s->id()), segment_file_name(s->id())}) {
+        auto r = io::remove_file(opt_.cdc_dir / name);
+        if (!r && r.error().sys_errno != ENOENT && result) result = r;
+      }
+      cdc_removed = true;
+    }
     auto r = io::remove_file(s->path());
     if (!r && result) result = r;
     total_size_ -= s->size();
@@ -59,6 +74,10 @@ Result<void> SegmentManager::stop() {
   to_recycle_.clear();
   if (removed) {
     auto r = io::sync_dir(opt_.dir);
+    if (!r && result) result = r;
+  }
+  if (cdc_removed) {
+    auto r = io::sync_dir(opt_.cdc_dir);
     if (!r && result) result = r;
   }
   return result;
@@ -103,6 +122,13 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
   file->close();
   if (auto r = io::rename_file(tmp, path_of(id)); !r) return fail(r.error());
   if (auto r = io::sync_dir(opt_.dir); !r) return std::unexpected(r.error());
+  if (!opt_.cdc_dir.empty()) {
+    if (auto r = link_cdc(id); !r) {
+      // Not made: the id is tried again with a new file.
+      if (auto gone = io::remove_file(path_of(id)); gone) (void)io::sync_dir(opt_.dir);
+      return std::unexpected(r.error());
+    }
+  }
   auto seg = std::make_unique<Segment>(id, opt_.segment_size, path_of(id));
   io::Mapping image;
   if (opt_.kind != SegmentKind::mmap) {
@@ -116,6 +142,46 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
     return std::unexpected(r.error());
   }
   return seg;
+}
+
+Result<void> SegmentManager::link_cdc(uint64_t id) {
+  // The index first: a consumer that sees the link finds it naming only
+  // the header as durable.
+  if (auto r = store_cdc_index(opt_.cdc_dir, id, CdcIndex{kHeaderSize, false}, opt_.file_perms); !r)
+    return r;
+  if (auto r = io::link_file(path_of(id), opt_.cdc_dir / segment_file_name(id)); !r) {
+    return make_error(r.error().code, "change data capture: " + r.error().message,
+                      r.error().sys_errno);
+  }
+  if (auto r = io::sync_dir(opt_.cdc_dir); !r) return r;
+  std::lock_guard lock(mu_);
+  cdc_linked_.push_back(id);
+  ++stats_.cdc_linked;
+  return {};
+}
+
+std::string SegmentManager::cdc_full() {
+  if (opt_.cdc_dir.empty() || opt_.cdc_max_size == 0) return {};
+  auto used = io::dir_file_bytes(opt_.cdc_dir);
+  // Without a count the limit cannot be kept: no spare until one works.
+  if (!used) return "change data capture: cannot count cdc_dir: " + used.error().message;
+  {
+    std::lock_guard lock(mu_);
+    stats_.cdc_bytes = *used;
+  }
+  if (*used + opt_.segment_size <= opt_.cdc_max_size) return {};
+  return "change data capture: cdc_dir " + opt_.cdc_dir.string() + " holds " +
+         std::to_string(*used) + " bytes of cdc_max_size " + std::to_string(opt_.cdc_max_size) +
+         ", no room for another segment of " + std::to_string(opt_.segment_size) +
+         " until the CDC consumer deletes the segments it has consumed";
+}
+
+std::vector<uint64_t> SegmentManager::cdc_linked_from(uint64_t from) const {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> out;
+  for (uint64_t id : cdc_linked_)
+    if (id >= from) out.push_back(id);
+  return out;
 }
 
 void SegmentManager::retire(Segment& segment) {
@@ -143,6 +209,21 @@ void SegmentManager::run() {
       spare_ready_.notify_all();
       work_.wait(lock);
       continue;
+    }
+    if (!opt_.cdc_dir.empty()) {
+      lock.unlock();
+      std::string full = cdc_full();
+      lock.lock();
+      if (stopping_) break;
+      cdc_waiting_ = !full.empty();
+      if (cdc_waiting_) {
+        // Only the consumer frees room, and nothing tells the log when: look
+        // again shortly.
+        last_error_ = std::move(full);
+        spare_ready_.notify_all();
+        work_.wait_for(lock, kRetryDelay);
+        continue;
+      }
     }
     std::filesystem::path recycled;
     const bool recycling = !to_recycle_.empty();
@@ -191,11 +272,14 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
   std::unique_lock lock(mu_);
   if (spares_.empty()) {
     ++stats_.stalls;
+    const bool cdc_blocked = cdc_waiting_;
     work_.notify_one();
     const auto start = std::chrono::steady_clock::now();
     spare_ready_.wait_until(lock, deadline, [&] {
       return !spares_.empty() || stopping_ || ids_exhausted_ || (fail_fast && !last_error_.empty());
     });
+    // Also when the manager found cdc_dir full only after this call began.
+    if (cdc_blocked || cdc_waiting_) ++stats_.cdc_blocked;
     if (spares_.empty()) {
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - start);
@@ -243,6 +327,20 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids, Released*
       if (recycle) ++pending_recycles_;
     }
     const auto path = path_of(id);
+    if (recycle) {
+      // Recycling rewrites the file in place: with another name still on it
+      // (a CDC link the consumer has not deleted, also one left from a
+      // session with cdc_dir set, or an operator's hard link) that would
+      // overwrite what is read through that name. Such a file is deleted
+      // from the log instead; the other name keeps its bytes. The log makes
+      // links only to new spares, so a count of 1 now stays safe.
+      auto links = io::link_count(path);
+      if (!links || *links != 1) {
+        std::lock_guard lock(mu_);
+        --pending_recycles_;
+        recycle = false;
+      }
+    }
     const auto dest = opt_.dir / (std::to_string(id) + ".recycle.tmp");
     auto moved = recycle ? io::rename_file(path, dest) : io::remove_file(path);
     if (!moved) {

@@ -41,6 +41,11 @@ struct ManagerOptions {
   uint64_t log_id = 0;
   SegmentKind kind = SegmentKind::mmap;
   uint32_t file_perms = 0600;  // of the files it creates
+  // Change data capture: each spare is linked here (with its index file)
+  // before it is ready, so every segment that becomes active has its link.
+  // Empty = off.
+  std::filesystem::path cdc_dir;
+  uint64_t cdc_max_size = 0;  // bytes of files in cdc_dir; 0 = unbounded
 };
 
 struct ManagerStats {
@@ -48,6 +53,10 @@ struct ManagerStats {
   uint64_t recycled = 0;
   uint64_t released = 0;
   uint64_t stalls = 0;  // take() calls that found no spare ready
+  // take() calls that waited while cdc_dir was full (cdc_max_size).
+  uint64_t cdc_blocked = 0;
+  uint64_t cdc_linked = 0;  // segments linked into cdc_dir this session
+  uint64_t cdc_bytes = 0;   // with cdc_max_size: bytes of files in cdc_dir when last counted
 };
 
 // A file the manager holds, as files() lists it.
@@ -99,6 +108,10 @@ class SegmentManager {
   // this machine, enough to make fast appenders wait for segments.
   void retire(Segment& segment);
 
+  // Segments linked into cdc_dir this session with id >= `from`, ascending
+  // (spares included: they are linked before they are ready).
+  std::vector<uint64_t> cdc_linked_from(uint64_t from) const;
+
   // Ids of the segment files currently in the log (not spares), ascending.
   std::vector<uint64_t> segment_ids() const;
   uint64_t total_size() const;
@@ -122,6 +135,13 @@ class SegmentManager {
   Result<std::unique_ptr<Segment>> make_spare(uint64_t id, const std::filesystem::path* recycled);
   Result<void> write_header(const io::File& file, uint64_t id) const;
   std::filesystem::path path_of(uint64_t id) const;
+  // Links segment `id` (already under its name in the log directory) into
+  // cdc_dir with an index naming no durable record, and syncs cdc_dir.
+  Result<void> link_cdc(uint64_t id);
+  // Why no spare may be made under cdc_max_size: cdc_dir has no room for
+  // one more segment, or it cannot be counted. Empty if it may (always
+  // without a limit).
+  std::string cdc_full();
   SegmentHeader header_for(uint64_t id) const {
     return SegmentHeader{id, opt_.segment_size, opt_.block_size, opt_.log_id};
   }
@@ -146,6 +166,8 @@ class SegmentManager {
   std::optional<Error> release_failure_;  // a failed directory fsync in release()
   uint32_t pending_recycles_ = 0;         // renames in flight in release()
   bool ids_exhausted_ = false;            // next_id_ is past kMaxSegmentId: permanent
+  bool cdc_waiting_ = false;              // no spare is made until cdc_dir has room
+  std::vector<uint64_t> cdc_linked_;      // this session's links, ascending
   ManagerStats stats_;
   bool stopping_ = false;
   std::thread thread_;
