@@ -19,7 +19,7 @@ except ImportError:
              "; install python3-prometheus-client (./dev deps)")
 
 PREFIX = "synclog_"
-COUNTERS = ["appends", "append_bytes", "syncs", "padding_bytes", "segments_created",
+COUNTERS = ["appends", "append_bytes", "append_stored_bytes", "syncs", "padding_bytes", "segments_created",
             "segments_recycled", "segments_released", "allocation_stalls",
             "lag_blocked_appends", "failures", "segments_archived", "archive_failures"]
 GAUGES = ["records_per_sync", "max_sync_lag_seconds", "durable_segment", "durable_offset_bytes",

@@ -53,8 +53,7 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
       head.payload = batch.payload.first(seg::kBatchHeader);
       head.framed = seg::kRecordHeaderSize + seg::kBatchHeader;
       if (!offer(at, head)) return {};
-      for (auto r = seg::inner_at(batch, seg::first_entry(batch)); r;
-           r = seg::inner_at(batch, r->offset + r->framed)) {
+      for (auto r = seg::first_inner(batch); r; r = seg::next_inner(batch, *r)) {
         if (!offer(Position(e.segment, r->offset),
                    {seg::Kind::data, r->offset, r->framed, r->data}))
           return {};

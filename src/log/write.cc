@@ -64,8 +64,10 @@ Result<Position> Log::Impl::write(const Write& w) {
   const bool timed = shard && (waits || shard->sample());
   const uint64_t start = timed ? io::now_ns() : 0;
   Position settled;
-  auto pos = appender->append_gathered(w.kind, w.pieces, hook, &settled);
+  seg::Appender::Stored stored;
+  auto pos = appender->append_gathered(w.kind, w.pieces, hook, &settled, &stored);
   if (!pos) return pos;
+  if (w.packed) *w.packed = stored.packed;
   const uint64_t written = timed && waits ? io::now_ns() : 0;
   // A fragmented record is durable once its last fragment is.
   auto r = w.async ? driver->after_async_append(settled) : driver->after_append(settled);
@@ -77,6 +79,7 @@ Result<Position> Log::Impl::write(const Write& w) {
   if (shard) {
     shard->add(metrics::Count::appends, w.records);
     shard->add(metrics::Count::bytes, w.bytes);
+    shard->add(metrics::Count::stored_bytes, stored.bytes);
   }
   // The record is in the log now. If the log failed meanwhile (periodic
   // mode, waiting for a lagging syncer), a callback carries the error; a

@@ -41,6 +41,9 @@ struct ManagerOptions {
   uint64_t log_id = 0;
   SegmentKind kind = SegmentKind::mmap;
   uint32_t file_perms = 0600;  // of the files it creates
+  // With encryption: the master key new segments are written under (its id
+  // goes in their headers, a key derived from it encrypts their records).
+  std::optional<EncryptionKey> key;
 };
 
 struct ManagerStats {
@@ -120,7 +123,7 @@ class SegmentManager {
   void run();
   // Makes one spare (new file or recycled one); called without the lock.
   Result<std::unique_ptr<Segment>> make_spare(uint64_t id, const std::filesystem::path* recycled);
-  Result<void> write_header(const io::File& file, uint64_t id) const;
+  Result<void> write_header(const io::File& file, const SegmentHeader& header) const;
   std::filesystem::path path_of(uint64_t id) const;
   SegmentHeader header_for(uint64_t id) const {
     return SegmentHeader{id, opt_.segment_size, opt_.block_size, opt_.log_id};
