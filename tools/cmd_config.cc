@@ -20,14 +20,14 @@ struct Run {
 
 // Config keys (docs/config.md) that no header stores.
 constexpr const char* kNotRecorded[] = {
-    "backend",        "segment_kind", "mode",        "interval",       "lag_bound", "window",
-    "spare_segments", "recycle",      "prezero",     "max_total_size", "recovery",  "sync_threads",
+    "backend",        "segment_kind", "mode",        "interval",        "lag_bound", "window",
+    "spare_segments", "recycle",      "prezero",     "max_total_size",  "recovery",  "sync_threads",
     "queue_depth",    "tail",         "direct_sync", "syncs_in_flight", "max_record"};
 
 }  // namespace
 
 int cmd_config(const Common& c) {
-  auto d = scan_dir(c.dir);
+  auto d = scan_dir(c.dir, c.keys.get());
   if (!d) return fail_recovery(d.error());
   int rc = d->foreign.empty() ? kHealthy : kDamaged;
   std::vector<Run> runs;

@@ -18,8 +18,20 @@ namespace synclog::dump {
 
 namespace {
 
+// How a record was stored, if transformed: "lz4", "zstd", "aes-256-gcm",
+// "lz4+aes-256-gcm"...; empty for a plain one.
+std::string stored_as(const seg::RecordView& r) {
+  const uint32_t code = (r.flags & seg::kCompressionMask) >> seg::kCompressionShift;
+  std::string s = code == seg::kCompressionLz4    ? "lz4"
+                  : code == seg::kCompressionZstd ? "zstd"
+                                                  : "";
+  if (r.flags & seg::kEncryptedFlag) s += s.empty() ? "aes-256-gcm" : "+aes-256-gcm";
+  return s;
+}
+
 // What a marker's payload says, in words; empty for data and end records.
 std::string marker_detail(const seg::RecordView& r) {
+  if (r.sealed) return "(encrypted; pass --key-file to decrypt)";
   switch (r.kind) {
     case seg::Kind::sync:
       return "(durable before this sync: " + r.position_payload().to_string() + ")";
@@ -50,7 +62,9 @@ json record_json(Position at, const seg::RecordView& r) {
             {"kind", kind_name(r.kind)}, {"size", r.payload.size()}, {"framed", r.framed}};
   if (r.kind == seg::Kind::sync) j["durable_before"] = to_json(r.position_payload());
   if (r.kind == seg::Kind::session) j["previous_end"] = to_json(r.position_payload());
-  if (r.kind == seg::Kind::batch) j["records"] = seg::batch_count(r);
+  if (r.kind == seg::Kind::batch && !r.sealed) j["records"] = seg::batch_count(r);
+  if (!stored_as(r).empty()) j["stored_as"] = stored_as(r);
+  if (r.sealed) j["encrypted_without_key"] = true;
   if (r.kind == seg::Kind::loss) {
     const seg::LossRecord l = seg::decode_loss(r.payload);
     j["loss"] = {{"position", to_json(l.at)}, {"bytes", l.bytes}, {"reason", l.reason}};
@@ -69,10 +83,12 @@ void print_record(PrintFormat format, Position at, const seg::RecordView& r) {
     std::putchar('\n');
     return;
   }
-  const bool data = r.kind == seg::Kind::data;
+  const bool data = r.kind == seg::Kind::data && !r.sealed;
   const std::string detail =
       data ? (format == PrintFormat::line ? preview(payload) : "") : marker_detail(r);
-  std::printf("%s %s %zu bytes%s%s\n", at.to_string().c_str(), kind_name(r.kind), payload.size(),
+  const std::string how = stored_as(r);
+  std::printf("%s %s %zu bytes%s%s%s%s\n", at.to_string().c_str(), kind_name(r.kind),
+              payload.size(), how.empty() ? "" : " [", how.empty() ? "" : (how + "]").c_str(),
               detail.empty() ? "" : " ", detail.c_str());
   if (data && format == PrintFormat::hex) print_hex_dump(payload);
 }
@@ -86,28 +102,31 @@ int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all)
                  "write them to a terminal (redirect stdout to a file or a pipe, or drop --raw)\n");
     return kUsage;
   }
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
   if (!rec) return fail_recovery(rec.error());
   uint64_t shown = 0;
   std::optional<Position> next;  // the first record past --limit
-  auto walked = walk_records(c.dir, *rec, range, [&](Position at, const seg::RecordView& r) {
-    // Fragments are shown as they lie; replay returns a record whole only
-    // when every fragment is there (docs/format.md).
-    const bool user = r.kind == seg::Kind::data || r.kind == seg::Kind::first ||
-                      r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
-    if (!user && !all) return true;
-    if (range.limit && shown == *range.limit) {
-      next = at;
-      return false;
-    }
-    ++shown;
-    if (c.json) {
-      emit(record_json(at, r));
-    } else {
-      print_record(format, at, r);
-    }
-    return true;
-  });
+  auto walked = walk_records(
+      c.dir, *rec, range,
+      [&](Position at, const seg::RecordView& r) {
+        // Fragments are shown as they lie; replay returns a record whole only
+        // when every fragment is there (docs/format.md).
+        const bool user = r.kind == seg::Kind::data || r.kind == seg::Kind::first ||
+                          r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
+        if (!user && !all) return true;
+        if (range.limit && shown == *range.limit) {
+          next = at;
+          return false;
+        }
+        ++shown;
+        if (c.json) {
+          emit(record_json(at, r));
+        } else {
+          print_record(format, at, r);
+        }
+        return true;
+      },
+      c.keys.get());
   if (!walked) return fail_recovery(walked.error());
   // Everything but the records goes to stderr: stdout has one line (or one
   // raw record) per record and nothing else.

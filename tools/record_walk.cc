@@ -10,7 +10,7 @@
 namespace synclog::dump {
 
 Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
-                          const Range& range, const RecordVisitor& visit) {
+                          const Range& range, const RecordVisitor& visit, seg::Keyring* keys) {
   std::optional<seg::SegmentReader> segment;  // the file of the current extent
   for (const auto& e : rec.extents) {
     if (range.to && Position(e.segment, e.begin) >= *range.to) break;
@@ -20,6 +20,8 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
       auto opened = seg::SegmentReader::open(dir / seg::segment_file_name(e.segment), e.segment);
       if (!opened) return std::unexpected(opened.error());
       segment = std::move(*opened);
+      segment->set_keys(keys);
+      segment->set_sealed_ok(keys == nullptr);
     }
     uint32_t off = e.begin;
     // Deep inside a segment, --from starts at its record when a record
@@ -44,7 +46,7 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
         if (range.to && p >= *range.to) return false;
         return visit(p, r);
       };
-      if (d.record.kind != seg::Kind::batch) {
+      if (d.record.kind != seg::Kind::batch || d.record.sealed) {
         if (!offer(at, d.record)) return {};
         continue;
       }

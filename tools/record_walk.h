@@ -10,6 +10,7 @@
 #include "dump.h"
 #include "segments/format.h"
 #include "segments/recovery.h"
+#include "segments/transform.h"
 #include "synclog/error.h"
 #include "synclog/position.h"
 
@@ -24,7 +25,10 @@ namespace synclog::dump {
 using RecordVisitor = std::function<bool(Position at, const seg::RecordView& record)>;
 
 // An error only if a segment file cannot be read.
+// `keys` decrypts encrypted records; without them (null) they are visited
+// sealed (RecordView::sealed), a batch as one record.
 [[nodiscard]] Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
-                                        const Range& range, const RecordVisitor& visit);
+                                        const Range& range, const RecordVisitor& visit,
+                                        seg::Keyring* keys = nullptr);
 
 }  // namespace synclog::dump

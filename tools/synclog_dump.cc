@@ -19,6 +19,8 @@
 #include <string>
 
 #include "dump.h"
+#include "io/secret_file.h"
+#include "segments/transform.h"
 
 using namespace synclog::dump;
 
@@ -29,11 +31,16 @@ struct Args {
   // Optional, so that an empty value ("--from ''") is refused, not ignored.
   std::optional<std::string> from, to, limit;
   bool json = false, hex = false, raw = false, all = false;
+  std::string key_file;
 };
 
 void add_common(CLI::App* cmd, Args& a, bool with_mode) {
   cmd->add_option("dir", a.dir, "log directory")->required()->type_name("DIR");
   cmd->add_flag("--json", a.json, "JSON output (one object per line)");
+  cmd->add_option("--key-file", a.key_file,
+                  "decrypt encrypted records with the keys in FILE (the encryption_key_file "
+                  "format); without it they are shown as stored, marked encrypted")
+      ->type_name("FILE");
   if (with_mode) {
     cmd->add_option("--mode", a.mode,
                     "recovery mode: tolerate-torn-tail (Log::open's default), point-in-time, "
@@ -128,6 +135,18 @@ int main(int argc, char** argv) {
   c.mode = *mode;
   Range range;
   if (!parse_range(a, &range)) return kUsage;
+  if (!a.key_file.empty()) {
+    auto text = synclog::io::read_secret_file(a.key_file);
+    auto keys = text
+                    ? synclog::seg::parse_key_file(*text, a.key_file)
+                    : decltype(synclog::seg::parse_key_file("", "")){std::unexpected(text.error())};
+    if (!keys) {
+      usage_error("--key-file: " + keys.error().message);
+      return kUsage;
+    }
+    c.keys = std::make_shared<synclog::seg::Keyring>(
+        synclog::seg::key_source_from(std::move(*keys), a.key_file));
+  }
   if (!check_dir(c.dir)) return kUsage;
   warn_if_open(c.dir);
 

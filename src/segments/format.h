@@ -133,6 +133,9 @@ struct RecordView {
   // A compressed batch: its inner records' positions are 16 + 8 i past the
   // record, not their entries' offsets (batch.h).
   bool packed = false;
+  // Encrypted and left so: read without a key where that was allowed
+  // (synclog-dump); the payload is the stored bytes.
+  bool sealed = false;
   Position position_payload() const;  // for sync and session records
 };
 

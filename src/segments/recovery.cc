@@ -92,8 +92,8 @@ Result<std::vector<Damage>> read_losses(SegmentReader& segment) {
 
 class Recovery {
  public:
-  Recovery(std::filesystem::path dir, RecoveryMode mode, Keyring* keys)
-      : dir_(std::move(dir)), mode_(mode), keys_(keys) {}
+  Recovery(std::filesystem::path dir, RecoveryMode mode, Keyring* keys, bool sealed_ok)
+      : dir_(std::move(dir)), mode_(mode), keys_(keys), sealed_ok_(sealed_ok && !keys) {}
 
   Result<Recovered> run();
 
@@ -103,6 +103,7 @@ class Recovery {
     auto r = SegmentReader::open(path_of(id), id, UINT64_MAX, window);
     if (!r) return io_failure(r.error());
     r->set_keys(keys_);
+    r->set_sealed_ok(sealed_ok_);
     return r;
   }
   // The checks of one header on its own; the log id is decided by the vote
@@ -169,6 +170,7 @@ class Recovery {
   const std::filesystem::path dir_;
   const RecoveryMode mode_;
   Keyring* const keys_;
+  const bool sealed_ok_;
   std::vector<uint64_t> ids_;
   std::vector<uint64_t> unusable_;  // bad headers, already reported (skip-damaged)
   Recovered out_;
@@ -263,7 +265,7 @@ Result<void> Recovery::list() {
     if (auto header = check_header(id, *head, size)) {
       // A key that cannot be had is a configuration problem, not damage:
       // no recovery mode may skip a segment for it.
-      if (header->encrypted) {
+      if (header->encrypted && !sealed_ok_) {
         if (!keys_) {
           return make_error(Errc::invalid_config,
                             "segment " + std::to_string(id) + " is encrypted under key id " +
@@ -443,7 +445,8 @@ Result<Recovered> Recovery::run() {
         if (kind == Kind::last && in_fragments) ++rep.records;
         in_fragments = kind == Kind::first || (kind == Kind::middle && in_fragments);
         if (d.record.kind == Kind::data) ++rep.records;
-        if (d.record.kind == Kind::batch) rep.records += batch_count(d.record);
+        // (A sealed batch's count is encrypted: not counted.)
+        if (d.record.kind == Kind::batch && !d.record.sealed) rep.records += batch_count(d.record);
         off += d.record.framed;
         continue;
       }
@@ -522,8 +525,9 @@ Result<Recovered> Recovery::run() {
 
 }  // namespace
 
-Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode, Keyring* keys) {
-  return Recovery(dir, mode, keys).run();
+Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode, Keyring* keys,
+                          bool sealed_ok) {
+  return Recovery(dir, mode, keys, sealed_ok).run();
 }
 
 }  // namespace synclog::seg

@@ -89,6 +89,10 @@ Result<Decoded> SegmentReader::untransform(Decoded d) {
   const uint32_t word = record_word(r.kind, static_cast<uint32_t>(bytes.size()), r.flags);
   if (r.flags & kEncryptedFlag) {
     if (!header_->encrypted) return bad("encrypted record in a segment without a key id", true);
+    if (!keys_ && sealed_ok_) {
+      d.record.sealed = true;
+      return d;
+    }
     if (!cipher_) {
       if (!keys_) {
         return make_error(Errc::invalid_config,

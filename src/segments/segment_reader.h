@@ -48,6 +48,9 @@ class SegmentReader {
   // Records as stored: transformed payloads are not decoded (synclog-dump
   // without a key).
   void set_raw(bool raw) { raw_ = raw; }
+  // Without keys, returns encrypted records as stored (RecordView::sealed)
+  // instead of failing: a tool that shows what it can.
+  void set_sealed_ok(bool ok) { sealed_ok_ = ok; }
   // The segment's header, read once (for transformed records).
   [[nodiscard]] Result<SegmentHeader> header();
 
@@ -78,6 +81,7 @@ class SegmentReader {
   uint64_t base_ = 0;
   Keyring* keys_ = nullptr;
   bool raw_ = false;
+  bool sealed_ok_ = false;
   std::optional<SegmentHeader> header_;
   std::optional<SegmentCipher> cipher_;
   std::vector<std::byte> plain_;     // a decrypted payload
