@@ -5,7 +5,8 @@
 //   synclog-dump print  DIR [RANGE] [--all] [--hex|--raw|--json] [--mode M]
 //   synclog-dump stats  DIR [RANGE] [--mode M] [--json]
 //   synclog-dump config DIR [--json]              what the segment headers record
-//   RANGE: [--from SEG:OFF] [--to SEG:OFF] [--limit N]
+//   RANGE: [--from SEG:OFF] [--to SEG:OFF] [--limit N]; every command takes
+//   --key-file FILE to decrypt an encrypted log
 //
 // Everything here is read-only. Log::open is never called: it would start a
 // new segment and delete temp files. The tool runs the same recovery scan
