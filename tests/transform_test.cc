@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -158,6 +160,46 @@ TEST_P(TransformRoundTrip, StoredBytesShrinkOnlyForCompressibleData) {
   // Random bytes never compress: stored plain, plus the tag if encrypted.
   EXPECT_EQ(b.stored_bytes - a.stored_bytes, 50u * (4000 + (v.encrypt ? seg::kTagSize : 0)));
   ASSERT_TRUE((*log)->close().has_value());
+}
+
+TEST_P(TransformRoundTrip, ConcurrentWritersAcrossSegmentSwitches) {
+  const Variant v = GetParam();
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), v, keys.file());
+  constexpr int kThreads = 4, kRounds = 150;
+  std::map<Position, std::string> want;
+  std::mutex mu;
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kRounds; ++i) {
+          // make_record's bytes repeat: they compress.
+          const std::string a = make_record(t, 2 * i, 200 + 37 * (i % 40));
+          const std::string b = make_record(t, 2 * i + 1, 64);
+          auto p = (*log)->append(a);
+          const std::string_view pair[] = {a, b};
+          auto ps = (*log)->append_batch(pair);
+          ASSERT_TRUE(p.has_value() && ps.has_value());
+          std::lock_guard lock(mu);
+          want[*p] = a;
+          want[(*ps)[0]] = a;
+          want[(*ps)[1]] = b;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  auto got = replay_all(cfg);
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  std::vector<Replayed> in_order;
+  for (const auto& [p, d] : want) in_order.push_back({p, d});
+  EXPECT_TRUE(same_records(*got, in_order));
+  EXPECT_GT(in_order.back().position.segment(), 2u) << "no segment switch";
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TransformRoundTrip,
