@@ -362,6 +362,48 @@ TEST(TransformDamage, AnAuthenticationFailureAtTheTailIsDamageNotATornWrite) {
       << log.error().message;
 }
 
+TEST(TransformDamage, AReadFromInsideATransformedBatchStepsOverEarlierRecordsUndecrypted) {
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), {"zstd_aes", Compression::zstd, true}, keys.file());
+  std::vector<Position> inner;
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value());
+    ASSERT_EQ(*(*log)->append(compressible(1000, 1)), Position(1, 80));
+    const std::string r = compressible(64, 2);
+    const std::string_view batch[] = {r, r, r, r, r, r};
+    auto ps = (*log)->append_batch(batch);
+    ASSERT_TRUE(ps.has_value());
+    inner = *ps;
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  // The first record now fails authentication (its checksum redone).
+  Files files = load_segments(dir.path());
+  files[1][80 + 8 + 5] ^= 0x20;
+  recompute_crc(&files[1], 1, 80);
+  {
+    std::fstream f(dir.path() / seg::segment_file_name(1),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(80);
+    f.write(files[1].data() + 80, 256);
+  }
+  // From the batch's third record: the walk passes the damaged record on
+  // its checksum and never decrypts it.
+  auto from = read_all(**log, inner[2]);
+  ASSERT_EQ(from.size(), 4u);
+  EXPECT_EQ(from[0].position, inner[2]);
+  // From the start it is read, and refused.
+  auto reader = (*log)->read(Position{});
+  ASSERT_TRUE(reader.has_value());
+  auto first = reader->next();
+  ASSERT_FALSE(first.has_value());
+  EXPECT_NE(first.error().message.find("record fails authentication"), std::string::npos);
+  ASSERT_TRUE((*log)->close().has_value());
+}
+
 TEST(TransformDamage, AReaderFailsOnARecordDamagedAfterOpen) {
   TempDir dir;
   KeyDir keys;

@@ -197,6 +197,19 @@ Result<std::optional<Record>> Reader::Impl::next() {
       ++index;
       continue;
     }
+    if (e.segment == from.segment() && off < from.offset()) {
+      // Records wholly before `from` are stepped over on their checksums:
+      // the walk to a record inside an encrypted or compressed batch (whose
+      // entry header does not lead back to it) decrypts and decompresses
+      // nothing before it. None of them is returned.
+      auto f = segment->frame(static_cast<uint32_t>(off));
+      if (!f) return std::unexpected(f.error());
+      if (f->status == seg::Decode::ok && f->record.kind != seg::Kind::end &&
+          off + f->record.framed <= from.offset()) {
+        off += f->record.framed;
+        continue;
+      }
+    }
     auto decoded = segment->record(static_cast<uint32_t>(off));
     if (!decoded) return std::unexpected(decoded.error());
     const seg::Decoded& d = *decoded;

@@ -46,6 +46,16 @@ Result<void> SegmentReader::cover(uint64_t offset, size_t n) {
   return {};
 }
 
+Result<Decoded> SegmentReader::frame(uint32_t offset) {
+  if (auto r = cover(offset, kRecordHeaderSize); !r) return std::unexpected(r.error());
+  const uint64_t at = offset - base_;
+  const auto header = std::span<const std::byte>(buf_).subspan(
+      std::min<size_t>(at, buf_.size()),
+      std::min<size_t>(kRecordHeaderSize, buf_.size() - std::min<size_t>(at, buf_.size())));
+  if (auto r = cover(offset, claimed_framed_size(header)); !r) return std::unexpected(r.error());
+  return decode_record(buf_, base_, id_, offset);
+}
+
 Result<Decoded> SegmentReader::record(uint32_t offset) {
   if (auto r = cover(offset, kRecordHeaderSize); !r) return std::unexpected(r.error());
   const uint64_t at = offset - base_;

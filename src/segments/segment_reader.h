@@ -59,6 +59,9 @@ class SegmentReader {
   // is bad and marked as damage). The payload stays valid until the next
   // call.
   [[nodiscard]] Result<Decoded> record(uint32_t offset);
+  // The same without decrypting or decompressing: the checksum's verdict
+  // and the stored payload, for a walk that only steps over records.
+  [[nodiscard]] Result<Decoded> frame(uint32_t offset);
   // Bytes [offset, offset + n), fewer where readable bytes end. Valid until
   // the next call.
   [[nodiscard]] Result<std::span<const std::byte>> bytes(uint64_t offset, size_t n);
