@@ -608,6 +608,28 @@ TEST(TransformConfig, KeysParseValidateAndRoundTrip) {
   EXPECT_NE(r.error().message.find("both are set"), std::string::npos);
 }
 
+TEST(TransformConfig, LimitsAreAboutStoredBytes) {
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), {"aes", Compression::lz4, true}, keys.file());
+  const uint64_t max = cfg.max_unfragmented_size();
+  ASSERT_EQ(max, cfg.segment_size / 2 - 64 - 16);
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  // Random bytes stay plain: stored at max + 16, the plain limit.
+  const std::string biggest = random_bytes(max, 5);
+  auto p = (*log)->append(biggest);
+  ASSERT_TRUE(p.has_value()) << p.error().describe();
+  auto over = (*log)->append(random_bytes(max + 1, 6));
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().code, Errc::invalid_argument);
+  EXPECT_NE(over.error().message.find("16-byte tag"), std::string::npos) << over.error().message;
+  auto got = read_all(**log);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data, biggest);
+  ASSERT_TRUE((*log)->close().has_value());
+}
+
 // ---- format and nonces --------------------------------------------------------
 
 TEST(TransformFormat, FlagsAreRefusedWhereTheyCannotBe) {
