@@ -920,6 +920,9 @@ TEST(Dump, TransformedRecordsShowHowTheyAreStoredAndDecryptOnlyWithAKey) {
   EXPECT_FALSE(contains(opened.out + opened.err, "00112233445566778899")) << show(opened);
   Output verify = dump({"verify", d, "--key-file", key_file.string()});
   EXPECT_EQ(verify.rc, 0) << show(verify);
+  Output config = dump({"config", d});
+  EXPECT_EQ(config.rc, 0) << show(config);
+  EXPECT_TRUE(contains(config.out, "aes-256-gcm under key id 4")) << config.out;
 }
 
 }  // namespace
