@@ -751,11 +751,11 @@ TEST(TinySweep, JsonLinesCarryEveryFieldAndVerified) {
     EXPECT_GT(p["syncs"].get<uint64_t>(), 0u);
     EXPECT_LE(p["latency_us"]["p50"].get<double>(), p["latency_us"]["p99"].get<double>());
     EXPECT_LE(p["latency_us"]["p99"].get<double>(), p["latency_us"]["max"].get<double>());
-    // 128 B records framed in 136 bytes, plus a 16-byte sync marker per
+    // 128 B records framed in 136 bytes, plus a 24-byte sync marker per
     // batch-mode sync, at most one per record.
     EXPECT_EQ(p["payload"], "random");
     EXPECT_GE(p["stored_bytes_per_record"].get<double>(), 136.0);
-    EXPECT_LE(p["stored_bytes_per_record"].get<double>(), 136.0 + 16.0 + 1.0);
+    EXPECT_LE(p["stored_bytes_per_record"].get<double>(), 136.0 + 24.0 + 1.0);
   }
   // The point directories are gone; the medium directory stays.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));

@@ -113,6 +113,9 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v) {
   r.capped = m.capped;
   r.segments_released = m.segments_released;
   r.padding_bytes = m.padding_bytes;
+  r.stored_ratio = m.payload_appended > 0 ? static_cast<double>(m.payload_stored) /
+                                                static_cast<double>(m.payload_appended)
+                                          : 0;
   r.backend_in_use = m.backend_in_use;
   r.block_size = m.block_size;
   r.sync_mean_us = m.sync.mean_ns / 1e3;
@@ -133,6 +136,10 @@ Row make_row(const Point& p, const Measurement& m, const Verification& v) {
   }
   if (m.lag_blocked > 0) {
     notes.push_back(std::to_string(m.lag_blocked) + " appends waited for a lagging sync");
+  }
+  if (m.payload_appended > 0 && m.payload_stored != m.payload_appended) {
+    notes.push_back("payload stored at " + fmt("%.1f%%", 100.0 * r.stored_ratio) +
+                    " of its size (compression/encryption)");
   }
   for (const auto& n : notes) r.message += (r.message.empty() ? "" : "; ") + n;
   r.verified_records = v.records;
@@ -309,6 +316,11 @@ nlohmann::json to_json(const Row& r) {
     j["syncs"] = j["syncs_per_s"] = j["records_per_sync"] = nullptr;
   }
   j["padding_bytes"] = r.padding_bytes;
+  if (r.stored_ratio > 0) {
+    j["stored_ratio"] = r.stored_ratio;
+  } else {
+    j["stored_ratio"] = nullptr;
+  }
   j["backend_in_use"] = r.backend_in_use;
   j["block_size"] = r.block_size;
   j["sync_latency_us"] = {{"mean", r.sync_mean_us}, {"p50", r.sync_p50_us}, {"p99", r.sync_p99_us}};

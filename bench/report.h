@@ -52,6 +52,9 @@ struct Row {
   bool capped = false;
   uint64_t segments_released = 0;
   uint64_t padding_bytes = 0;
+  // Stored payload bytes per appended payload byte (compression=...,
+  // encryption=...); 0 when the log counted nothing (metrics off).
+  double stored_ratio = 0;
   std::string backend_in_use;
   uint32_t block_size = 0;
   double sync_mean_us = 0, sync_p50_us = 0, sync_p99_us = 0;  // whole run, the log's own

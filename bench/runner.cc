@@ -173,6 +173,8 @@ synclog::Result<Measurement> run_point(const Point& p, const synclog::Config& co
   m.allocation_stalls = end.stats.allocation_stalls - begin.stats.allocation_stalls;
   m.segments_created = end.stats.segments_created - begin.stats.segments_created;
   m.padding_bytes = end.stats.padding_bytes - begin.stats.padding_bytes;
+  m.payload_stored = end.stats.stored_bytes - begin.stats.stored_bytes;
+  m.payload_appended = end.stats.bytes - begin.stats.bytes;
   m.sync = end.stats.sync;
   if (m.elapsed_s > 0) {
     m.cpu_user_pct =

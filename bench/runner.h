@@ -32,8 +32,11 @@ struct Measurement {
   uint64_t allocation_stalls = 0;
   uint64_t segments_created = 0;
   uint64_t padding_bytes = 0;  // direct I/O tail padding (Stats::padding_bytes)
-  synclog::Latency sync;       // the log's own persist latency, whole run (not windowed)
-  double cpu_user_pct = 0;     // of one core, the whole process (writers + log threads)
+  // Payload bytes as stored (Stats::stored_bytes: compressed and/or
+  // encrypted) and as appended (Stats::bytes), over the window.
+  uint64_t payload_stored = 0, payload_appended = 0;
+  synclog::Latency sync;    // the log's own persist latency, whole run (not windowed)
+  double cpu_user_pct = 0;  // of one core, the whole process (writers + log threads)
   double cpu_sys_pct = 0;
   uint64_t errors = 0;         // failed appends and a failed close
   std::string error;           // the first one

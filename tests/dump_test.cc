@@ -892,5 +892,41 @@ TEST(Dump, EmptyRecords) {
   EXPECT_EQ(sj.at("data_sizes").at("max"), 20);
 }
 
+TEST(Dump, TransformedRecordsShowHowTheyAreStoredAndDecryptOnlyWithAKey) {
+  TempDir dir, kd;
+  const fs::path key_file = kd.path() / "keys";
+  std::ofstream(key_file) << "4 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  fs::permissions(key_file, fs::perms::owner_read | fs::perms::owner_write);
+  Config cfg = small_config(dir.path());
+  cfg.compression = Compression::zstd;
+  cfg.encryption = Encryption::aes_256_gcm;
+  cfg.encryption_key_file = key_file;
+  const std::string big(2000, 'z');
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    ASSERT_TRUE((*log)->append(big).has_value());
+    ASSERT_TRUE((*log)->append_batch(std::vector<std::string_view>{"k1=v1", "k2=v2"}).has_value());
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const std::string d = dir.path().string();
+  Output sealed = dump({"print", d});
+  EXPECT_EQ(sealed.rc, 0) << show(sealed);
+  EXPECT_TRUE(contains(sealed.out, "1:80 data")) << sealed.out;
+  EXPECT_TRUE(contains(sealed.out, "[zstd+aes-256-gcm] (encrypted; pass --key-file to decrypt)"))
+      << sealed.out;
+  EXPECT_FALSE(contains(sealed.out, "zzzz")) << sealed.out;
+  Output opened = dump({"print", d, "--key-file", key_file.string()});
+  EXPECT_EQ(opened.rc, 0) << show(opened);
+  EXPECT_TRUE(contains(opened.out, "1:80 data 2000 bytes [zstd+aes-256-gcm]")) << opened.out;
+  EXPECT_TRUE(contains(opened.out, "k2=v2")) << opened.out;
+  EXPECT_FALSE(contains(opened.out + opened.err, "00112233445566778899")) << show(opened);
+  Output verify = dump({"verify", d, "--key-file", key_file.string()});
+  EXPECT_EQ(verify.rc, 0) << show(verify);
+  Output config = dump({"config", d});
+  EXPECT_EQ(config.rc, 0) << show(config);
+  EXPECT_TRUE(contains(config.out, "aes-256-gcm under key id 4")) << config.out;
+}
+
 }  // namespace
 }  // namespace synclog::test

@@ -85,7 +85,10 @@ TEST(Format, ReservedFlagsAndKindsAreRejected) {  // F6
   std::vector<std::byte> image(256);
   encode_record(image, 1, 64, Kind::data, bytes_of("abc"));
   auto copy = image;
-  copy[64 + 7] |= std::byte{0x10};  // a flag bit of a future version
+  copy[64 + 7] |= std::byte{0x80};  // bit 31: a flag bit of a future version
+  EXPECT_STREQ(decode_record(copy, 1, 64).reason, "reserved record flags set");
+  copy = image;
+  copy[64 + 7] |= std::byte{0x30};  // compression code 3: invalid
   EXPECT_STREQ(decode_record(copy, 1, 64).reason, "reserved record flags set");
   copy = image;
   copy[64 + 7] = std::byte{0x0a};  // the first kind after `last`

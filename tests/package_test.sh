@@ -78,7 +78,7 @@ else
   nm -D --defined-only -C "$shared_lib" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' \
     >"$tmp/exports"
   grep 'synclog::' "$tmp/exports" |
-    grep -vE '^(typeinfo( name)? for |vtable for )?synclog::(Log|Reader|Tailer|Config|Error)(::|$| )|^synclog::(to_string|segment_kind_for|to_prometheus|to_json|version)(\[abi:cxx11\])?\(' \
+    grep -vE '^(typeinfo( name)? for |vtable for )?synclog::(Log|Reader|Tailer|Config|Error)(::|$| )|^synclog::(to_string|segment_kind_for|to_prometheus|to_json|version|restore)(\[abi:cxx11\])?\(' \
     >"$tmp/internal" || true
   if [ -s "$tmp/internal" ]; then
     echo "FAIL: libsynclog.so exports $(wc -l <"$tmp/internal") symbols outside the public API, e.g.:"

@@ -19,7 +19,7 @@ except ImportError:
              "; install python3-prometheus-client (./dev deps)")
 
 PREFIX = "synclog_"
-COUNTERS = ["appends", "append_bytes", "syncs", "padding_bytes", "segments_created",
+COUNTERS = ["appends", "append_bytes", "append_stored_bytes", "syncs", "padding_bytes", "segments_created",
             "segments_recycled", "segments_released", "allocation_stalls",
             "lag_blocked_appends", "failures", "segments_archived", "archive_failures",
             "cdc_segments_linked", "cdc_blocked_appends"]

@@ -34,6 +34,21 @@ bool user_kind(seg::Kind k) {
 }
 
 void show(const Common& c, Position at, const seg::RecordView& r) {
+  // Encrypted and no key given: say so, never print ciphertext as a record.
+  if (r.sealed) {
+    if (c.json) {
+      emit({{"position", to_json(at)},
+            {"segment", at.segment()},
+            {"offset", at.offset()},
+            {"kind", kind_name(r.kind)},
+            {"size", r.payload.size()},
+            {"encrypted_without_key", true}});
+    } else {
+      std::printf("%s %s %zu bytes (encrypted; pass --key-file to decrypt)\n",
+                  at.to_string().c_str(), kind_name(r.kind), r.payload.size());
+    }
+    return;
+  }
   if (c.json) {
     emit({{"position", to_json(at)},
           {"segment", at.segment()},
@@ -99,6 +114,8 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
         auto r = seg::SegmentReader::open(path, cur->id, idx.offset);
         if (!r) return damaged(r.error().describe());
         cur->reader = std::move(*r);
+        cur->reader->set_keys(c.keys.get());
+        cur->reader->set_sealed_ok(c.keys == nullptr);
       }
       if (cur->reader) cur->reader->set_limit(idx.offset);
       while (cur->reader && cur->off < idx.offset && !cur->finished) {
@@ -118,14 +135,13 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
           cur->finished = true;
           break;
         }
-        if (r.kind == seg::Kind::batch) {
-          for (auto in = seg::inner_at(r, seg::first_entry(r)); in;
-               in = seg::inner_at(r, in->offset + in->framed)) {
+        if (r.kind == seg::Kind::batch && !r.sealed) {
+          for (auto in = seg::first_inner(r); in; in = seg::next_inner(r, *in)) {
             show(c, Position(cur->id, in->offset),
                  {seg::Kind::data, in->offset, in->framed, in->data});
             ++shown;
           }
-        } else if (user_kind(r.kind)) {
+        } else if (user_kind(r.kind) || r.kind == seg::Kind::batch) {
           show(c, at, r);
           ++shown;
         }

@@ -24,9 +24,9 @@ struct Fate {
 }  // namespace
 
 int cmd_list(const Common& c) {
-  auto d = scan_dir(c.dir);
+  auto d = scan_dir(c.dir, c.keys.get());
   if (!d) return fail_recovery(d.error());
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
 
   // Per segment, from recovery: where replay's last extent in it ends, and
   // which regions it reported as damaged.
@@ -41,7 +41,7 @@ int cmd_list(const Common& c) {
     discard.insert(rec->discard.begin(), rec->discard.end());
   } else if (rec.error().code == Errc::corruption) {
     // The mode refused the damage; a skip-damaged pass finds where it is.
-    if (auto all = seg::recover(c.dir, RecoveryMode::skip_damaged)) {
+    if (auto all = recover_for(c, RecoveryMode::skip_damaged)) {
       for (const auto& dmg : all->report.damage) damaged.insert(dmg.at.segment());
     }
   }

@@ -18,8 +18,20 @@ namespace synclog::dump {
 
 namespace {
 
+// How a record was stored, if transformed: "lz4", "zstd", "aes-256-gcm",
+// "lz4+aes-256-gcm"...; empty for a plain one.
+std::string stored_as(const seg::RecordView& r) {
+  const uint32_t code = (r.flags & seg::kCompressionMask) >> seg::kCompressionShift;
+  std::string s = code == seg::kCompressionLz4    ? "lz4"
+                  : code == seg::kCompressionZstd ? "zstd"
+                                                  : "";
+  if (r.flags & seg::kEncryptedFlag) s += s.empty() ? "aes-256-gcm" : "+aes-256-gcm";
+  return s;
+}
+
 // What a marker's payload says, in words; empty for data and end records.
 std::string marker_detail(const seg::RecordView& r, uint32_t version) {
+  if (r.sealed) return "(encrypted; pass --key-file to decrypt)";
   switch (r.kind) {
     case seg::Kind::sync: {
       const auto began = r.marker_time(version);
@@ -56,7 +68,9 @@ json record_json(Position at, const seg::RecordView& r, uint32_t version) {
     if (const auto began = r.marker_time(version)) j["began_ns"] = *began;
   }
   if (r.kind == seg::Kind::session) j["previous_end"] = to_json(r.position_payload());
-  if (r.kind == seg::Kind::batch) j["records"] = seg::batch_count(r);
+  if (r.kind == seg::Kind::batch && !r.sealed) j["records"] = seg::batch_count(r);
+  if (!stored_as(r).empty()) j["stored_as"] = stored_as(r);
+  if (r.sealed) j["encrypted_without_key"] = true;
   if (r.kind == seg::Kind::loss) {
     const seg::LossRecord l = seg::decode_loss(r.payload);
     j["loss"] = {{"position", to_json(l.at)}, {"bytes", l.bytes}, {"reason", l.reason}};
@@ -75,10 +89,12 @@ void print_record(PrintFormat format, Position at, const seg::RecordView& r, uin
     std::putchar('\n');
     return;
   }
-  const bool data = r.kind == seg::Kind::data;
+  const bool data = r.kind == seg::Kind::data && !r.sealed;
   const std::string detail =
       data ? (format == PrintFormat::line ? preview(payload) : "") : marker_detail(r, version);
-  std::printf("%s %s %zu bytes%s%s\n", at.to_string().c_str(), kind_name(r.kind), payload.size(),
+  const std::string how = stored_as(r);
+  std::printf("%s %s %zu bytes%s%s%s%s\n", at.to_string().c_str(), kind_name(r.kind),
+              payload.size(), how.empty() ? "" : " [", how.empty() ? "" : (how + "]").c_str(),
               detail.empty() ? "" : " ", detail.c_str());
   if (data && format == PrintFormat::hex) print_hex_dump(payload);
 }
@@ -92,7 +108,7 @@ int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all)
                  "write them to a terminal (redirect stdout to a file or a pipe, or drop --raw)\n");
     return kUsage;
   }
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
   if (!rec) return fail_recovery(rec.error());
   uint64_t shown = 0;
   std::optional<Position> next;  // the first record past --limit
@@ -117,7 +133,7 @@ int cmd_print(const Common& c, const Range& range, PrintFormat format, bool all)
         }
         return true;
       },
-      &version);
+      c.keys.get(), &version);
   if (!walked) return fail_recovery(walked.error());
   // Everything but the records goes to stderr: stdout has one line (or one
   // raw record) per record and nothing else.

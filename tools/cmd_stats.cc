@@ -192,7 +192,7 @@ void print_stats(const Common& c, const Stats& s, const seg::Recovered& rec) {
 }  // namespace
 
 int cmd_stats(const Common& c, const Range& range) {
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
   if (!rec) {
     const int rc = fail_recovery(rec.error());
     if (rec.error().code == Errc::corruption) {
@@ -202,35 +202,38 @@ int cmd_stats(const Common& c, const Range& range) {
     return rc;
   }
   Stats s;
-  auto walked = walk_records(c.dir, *rec, range, [&](Position at, const seg::RecordView& r) {
-    if (range.limit && s.total.records == *range.limit) {
-      s.next = at;
-      return false;
-    }
-    s.kinds[r.kind].add(r);
-    s.total.add(r);
-    auto& seg_tally = s.segments[at.segment()];
-    if (seg_tally.all.records == 0) seg_tally.first = at;
-    seg_tally.last = at;
-    seg_tally.all.add(r);
-    if (!s.first) s.first = at;
-    s.last = at;
-    switch (r.kind) {
-      case seg::Kind::data:
-        ++seg_tally.data;
-        ++s.sizes[static_cast<uint32_t>(r.payload.size())];
-        break;
-      case seg::Kind::sync:
-        s.last_durable = r.position_payload();
-        break;
-      case seg::Kind::session:
-        s.sessions.push_back({at, r.position_payload()});
-        break;
-      default:
-        break;
-    }
-    return true;
-  });
+  auto walked = walk_records(
+      c.dir, *rec, range,
+      [&](Position at, const seg::RecordView& r) {
+        if (range.limit && s.total.records == *range.limit) {
+          s.next = at;
+          return false;
+        }
+        s.kinds[r.kind].add(r);
+        s.total.add(r);
+        auto& seg_tally = s.segments[at.segment()];
+        if (seg_tally.all.records == 0) seg_tally.first = at;
+        seg_tally.last = at;
+        seg_tally.all.add(r);
+        if (!s.first) s.first = at;
+        s.last = at;
+        switch (r.kind) {
+          case seg::Kind::data:
+            ++seg_tally.data;
+            ++s.sizes[static_cast<uint32_t>(r.payload.size())];
+            break;
+          case seg::Kind::sync:
+            s.last_durable = r.position_payload();
+            break;
+          case seg::Kind::session:
+            s.sessions.push_back({at, r.position_payload()});
+            break;
+          default:
+            break;
+        }
+        return true;
+      },
+      c.keys.get());
   if (!walked) return fail_recovery(walked.error());
   if (c.json) {
     emit(stats_json(c, range, s, *rec));

@@ -13,7 +13,7 @@ namespace {
 
 int verify_json(const Common& c) {
   json out = {{"dir", c.dir.string()}, {"mode", mode_name(c.mode)}};
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
   if (!rec) {
     const auto& e = rec.error();
     out["ok"] = false;
@@ -25,7 +25,7 @@ int verify_json(const Common& c) {
     // The strict mode stops at the first problem; a skip-damaged pass names
     // every damaged region with its size.
     if (e.code == Errc::corruption) {
-      if (auto all = seg::recover(c.dir, RecoveryMode::skip_damaged)) {
+      if (auto all = recover_for(c, RecoveryMode::skip_damaged)) {
         out["damage"] = to_json(all->report.damage);
         out["torn_tail"] = torn_tail_json(all->report);
       }
@@ -52,13 +52,13 @@ int verify_json(const Common& c) {
 int cmd_verify(const Common& c) {
   if (c.json) return verify_json(c);
   std::printf("verifying %s (recovery=%s, read-only)\n", c.dir.c_str(), to_string(c.mode));
-  auto rec = seg::recover(c.dir, c.mode);
+  auto rec = recover_for(c, c.mode);
   if (!rec) {
     const auto& e = rec.error();
     if (e.code == Errc::io_error) return fail_recovery(e);
     std::printf("error: %s\n", e.describe().c_str());
     if (e.code == Errc::corruption) {
-      if (auto all = seg::recover(c.dir, RecoveryMode::skip_damaged)) {
+      if (auto all = recover_for(c, RecoveryMode::skip_damaged)) {
         std::printf("every damaged region (skip-damaged scan):\n");
         print_regions("damage", all->report.damage);
         if (all->report.torn_tail) {

@@ -49,12 +49,15 @@ FileScan unreadable(FileScan f, const Error& e) {
   return f;
 }
 
-FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::string& name) {
+FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::string& name,
+                   seg::Keyring* keys) {
   FileScan f;
   f.id = id;
   f.name = name;
   auto segment = seg::SegmentReader::open(dir / name, id);
   if (!segment) return unreadable(std::move(f), segment.error());
+  segment->set_keys(keys);
+  segment->set_sealed_ok(keys == nullptr);
   f.file_size = segment->file_size();
   auto head = segment->bytes(0, seg::kHeaderSize);
   if (!head) return unreadable(std::move(f), head.error());
@@ -87,7 +90,7 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
         if (!f.first_data) f.first_data = off;
         f.last_data = off;
       }
-      if (d.record.kind == seg::Kind::batch) {
+      if (d.record.kind == seg::Kind::batch && !d.record.sealed) {
         f.records += seg::batch_count(d.record);
         if (!f.first_data) f.first_data = seg::first_entry(d.record);
         f.last_data = seg::last_entry(d.record);
@@ -116,7 +119,7 @@ FileScan scan_file(const std::filesystem::path& dir, uint64_t id, const std::str
 
 }  // namespace
 
-Result<DirScan> scan_dir(const std::filesystem::path& dir) {
+Result<DirScan> scan_dir(const std::filesystem::path& dir, seg::Keyring* keys) {
   auto names = io::list_dir(dir);
   if (!names) return std::unexpected(names.error());
   std::sort(names->begin(), names->end());
@@ -138,7 +141,7 @@ Result<DirScan> scan_dir(const std::filesystem::path& dir) {
       out.foreign.push_back(n);
     }
   }
-  for (const auto& [id, n] : ids) out.segments.push_back(scan_file(dir, id, n));
+  for (const auto& [id, n] : ids) out.segments.push_back(scan_file(dir, id, n, keys));
   return out;
 }
 

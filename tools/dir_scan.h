@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "segments/format.h"
+#include "segments/transform.h"
 #include "synclog/error.h"
 
 namespace synclog::dump {
@@ -38,6 +39,8 @@ struct DirScan {
   bool lock = false;
 };
 
-[[nodiscard]] Result<DirScan> scan_dir(const std::filesystem::path& dir);
+// `keys` decrypts encrypted records (null: they are counted sealed).
+[[nodiscard]] Result<DirScan> scan_dir(const std::filesystem::path& dir,
+                                       seg::Keyring* keys = nullptr);
 
 }  // namespace synclog::dump

@@ -99,4 +99,8 @@ int fail_recovery(const Error& e) {
   return e.code == Errc::io_error ? kUsage : kDamaged;
 }
 
+Result<seg::Recovered> recover_for(const Common& c, RecoveryMode mode) {
+  return seg::recover(c.dir, mode, c.keys.get(), true);
+}
+
 }  // namespace synclog::dump

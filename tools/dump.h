@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "segments/format.h"
+#include "segments/recovery.h"
+#include "segments/transform.h"
 #include "synclog/config.h"
 #include "synclog/error.h"
 #include "synclog/log.h"
@@ -30,6 +33,9 @@ struct Common {
   fs::path dir;
   RecoveryMode mode = RecoveryMode::tolerate_torn_tail;
   bool json = false;
+  // From --key-file: decrypts encrypted records. Without it they are shown
+  // as stored, marked encrypted, and taken as their checksums judge them.
+  std::shared_ptr<seg::Keyring> keys;
 };
 
 // Which of the records replay returns a command looks at: from <= position
@@ -38,6 +44,10 @@ struct Range {
   std::optional<Position> from, to;
   std::optional<uint64_t> limit;
 };
+
+// seg::recover as the tool runs it: with the key file's keys, or sealed
+// records allowed without one.
+Result<seg::Recovered> recover_for(const Common& c, RecoveryMode mode);
 
 int cmd_list(const Common& c);
 int cmd_verify(const Common& c);

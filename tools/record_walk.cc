@@ -10,7 +10,8 @@
 namespace synclog::dump {
 
 Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
-                          const Range& range, const RecordVisitor& visit, uint32_t* version) {
+                          const Range& range, const RecordVisitor& visit, seg::Keyring* keys,
+                          uint32_t* version) {
   std::optional<seg::SegmentReader> segment;  // the file of the current extent
   for (const auto& e : rec.extents) {
     if (range.to && Position(e.segment, e.begin) >= *range.to) break;
@@ -26,6 +27,8 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
         auto header = seg::decode_header(*head);
         *version = header ? header->version : 0;
       }
+      segment->set_keys(keys);
+      segment->set_sealed_ok(keys == nullptr);
     }
     uint32_t off = e.begin;
     // Deep inside a segment, --from starts at its record when a record
@@ -50,7 +53,7 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
         if (range.to && p >= *range.to) return false;
         return visit(p, r);
       };
-      if (d.record.kind != seg::Kind::batch) {
+      if (d.record.kind != seg::Kind::batch || d.record.sealed) {
         if (!offer(at, d.record)) return {};
         continue;
       }
@@ -59,8 +62,7 @@ Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered
       head.payload = batch.payload.first(seg::kBatchHeader);
       head.framed = seg::kRecordHeaderSize + seg::kBatchHeader;
       if (!offer(at, head)) return {};
-      for (auto r = seg::inner_at(batch, seg::first_entry(batch)); r;
-           r = seg::inner_at(batch, r->offset + r->framed)) {
+      for (auto r = seg::first_inner(batch); r; r = seg::next_inner(batch, *r)) {
         if (!offer(Position(e.segment, r->offset),
                    {seg::Kind::data, r->offset, r->framed, r->data}))
           return {};

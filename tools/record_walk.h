@@ -10,6 +10,7 @@
 #include "dump.h"
 #include "segments/format.h"
 #include "segments/recovery.h"
+#include "segments/transform.h"
 #include "synclog/error.h"
 #include "synclog/position.h"
 
@@ -23,11 +24,13 @@ namespace synclog::dump {
 // stay valid only during the call. Return false to stop the walk.
 using RecordVisitor = std::function<bool(Position at, const seg::RecordView& record)>;
 
-// An error only if a segment file cannot be read. `version`, if given,
+// An error only if a segment file cannot be read.
+// `keys` decrypts encrypted records; without them (null) they are visited
+// sealed (RecordView::sealed), a batch as one record. `version`, if given,
 // holds the format version of the header of the segment being visited (0
 // if it does not decode): which sync markers carry a time.
 [[nodiscard]] Result<void> walk_records(const std::filesystem::path& dir, const seg::Recovered& rec,
                                         const Range& range, const RecordVisitor& visit,
-                                        uint32_t* version = nullptr);
+                                        seg::Keyring* keys = nullptr, uint32_t* version = nullptr);
 
 }  // namespace synclog::dump

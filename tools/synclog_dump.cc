@@ -6,7 +6,8 @@
 //   synclog-dump stats  DIR [RANGE] [--mode M] [--json]
 //   synclog-dump config DIR [--json]              what the segment headers record
 //   synclog-dump follow CDC_DIR [--json] [--delete] [--until-idle DURATION]
-//   RANGE: [--from SEG:OFF] [--to SEG:OFF] [--limit N]
+//   RANGE: [--from SEG:OFF] [--to SEG:OFF] [--limit N]; every command takes
+//   --key-file FILE to decrypt an encrypted log
 //
 // Everything here but `follow --delete` is read-only, and `follow` reads a
 // CDC directory, not a log directory. Log::open is never called: it would start a
@@ -21,6 +22,8 @@
 #include <string>
 
 #include "dump.h"
+#include "io/secret_file.h"
+#include "segments/transform.h"
 
 using namespace synclog::dump;
 
@@ -32,6 +35,7 @@ struct Args {
   std::optional<std::string> from, to, limit;
   bool json = false, hex = false, raw = false, all = false, remove = false;
   std::optional<std::string> until_idle;
+  std::string key_file;
 };
 
 // "500ms", "2s", "250us": a positive duration.
@@ -52,6 +56,10 @@ std::optional<std::chrono::microseconds> parse_duration(const std::string& s) {
 void add_common(CLI::App* cmd, Args& a, bool with_mode) {
   cmd->add_option("dir", a.dir, "log directory")->required()->type_name("DIR");
   cmd->add_flag("--json", a.json, "JSON output (one object per line)");
+  cmd->add_option("--key-file", a.key_file,
+                  "decrypt encrypted records with the keys in FILE (the encryption_key_file "
+                  "format); without it they are shown as stored, marked encrypted")
+      ->type_name("FILE");
   if (with_mode) {
     cmd->add_option("--mode", a.mode,
                     "recovery mode: tolerate-torn-tail (Log::open's default), point-in-time, "
@@ -132,6 +140,11 @@ int main(int argc, char** argv) {
       ->required()
       ->type_name("CDC_DIR");
   follow->add_flag("--json", a.json, "JSON output (one object per line)");
+  follow
+      ->add_option("--key-file", a.key_file,
+                   "decrypt encrypted records with the keys in FILE (the encryption_key_file "
+                   "format); without it they are shown as stored, marked encrypted")
+      ->type_name("FILE");
   follow->add_flag("--delete", a.remove,
                    "remove each segment and its index once every record of it was printed");
   follow
@@ -159,6 +172,18 @@ int main(int argc, char** argv) {
   c.mode = *mode;
   Range range;
   if (!parse_range(a, &range)) return kUsage;
+  if (!a.key_file.empty()) {
+    auto text = synclog::io::read_secret_file(a.key_file);
+    auto keys = text
+                    ? synclog::seg::parse_key_file(*text, a.key_file)
+                    : decltype(synclog::seg::parse_key_file("", "")){std::unexpected(text.error())};
+    if (!keys) {
+      usage_error("--key-file: " + keys.error().message);
+      return kUsage;
+    }
+    c.keys = std::make_shared<synclog::seg::Keyring>(
+        synclog::seg::key_source_from(std::move(*keys), a.key_file));
+  }
   if (!check_dir(c.dir)) return kUsage;
   if (*follow) {
     FollowOptions f;

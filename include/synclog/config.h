@@ -3,10 +3,13 @@
 // Log::open validates it; nothing is silently adjusted.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +43,23 @@ enum class DirectSync { dsync, fdatasync, auto_select };
 // After a failed sync: stop the log (every append gets the error), or abort
 // the process (for engines that would rather restart and recover).
 enum class FailurePolicy { stop, abort };
+// Per-record compression of user records (docs/format.md, Transformed
+// records): each stored frame on its own, kept plain where it would not shrink.
+enum class Compression { none, lz4, zstd };
+// Per-record authenticated encryption of user records.
+enum class Encryption { none, aes_256_gcm };
+
+// A master key: `id` names it in segment headers, so that a segment
+// written under it can find it again after a rotation.
+struct EncryptionKey {
+  uint32_t id = 0;
+  std::array<std::byte, 32> bytes{};
+};
+// Where master keys come from (a KMS): nullopt asks for the current key,
+// which new segments are written under; a key id asks for that key, to
+// read a segment written under it. Called at open and while reading, from
+// any thread of the log; it must be thread-safe and must not call the log.
+using KeySource = std::function<Result<EncryptionKey>(std::optional<uint32_t> key_id)>;
 
 struct SYNCLOG_API Config {
   std::filesystem::path dir;
@@ -124,6 +144,17 @@ struct SYNCLOG_API Config {
   // appends wait up to allocation_timeout, then fail with Errc::no_space
   // naming CDC. Nothing is dropped.
   uint64_t cdc_max_size = 0;
+  // Transforms of user records (docs/format.md, Transformed records).
+  Compression compression = Compression::none;
+  // lz4: acceleration, 1 (best ratio, the default for 0) .. 65537 (fastest);
+  // zstd: 1..19 (0 = 3). Accepted only with compression on.
+  int compression_level = 0;
+  Encryption encryption = Encryption::none;
+  // With encryption: exactly one of these. A text file of "<key id> <64 hex
+  // digits>" lines, the last line's key the current one, readable by its
+  // owner only; or a key source in code (not part of parse()/to_string()).
+  std::filesystem::path encryption_key_file;
+  KeySource encryption_keys;
 
   // Parses "key=value,key=value" on top of the defaults. Unknown keys and
   // bad values are errors that name the key and the allowed values.
@@ -142,7 +173,8 @@ struct SYNCLOG_API Config {
   // max_unfragmented_size().
   uint64_t max_record_size() const;
   // The largest record (or encoded batch) written as one data record: half
-  // of segment_size less 64, at most 16MiB-1.
+  // of segment_size less 64, at most 16MiB-1; with encryption 16 bytes
+  // less (the tag each stored record carries).
   uint64_t max_unfragmented_size() const;
   // "key=value,..." with every key, round-trips through parse().
   std::string to_string() const;
@@ -161,5 +193,7 @@ SYNCLOG_API const char* to_string(RecoveryMode v);
 SYNCLOG_API const char* to_string(TailPolicy v);
 SYNCLOG_API const char* to_string(DirectSync v);
 SYNCLOG_API const char* to_string(FailurePolicy v);
+SYNCLOG_API const char* to_string(Compression v);
+SYNCLOG_API const char* to_string(Encryption v);
 
 }  // namespace synclog

@@ -47,6 +47,10 @@ struct Latency {
 struct Stats {
   uint64_t appends = 0;
   uint64_t bytes = 0;  // payload bytes appended
+  // What those payloads took in the segments as stored (compressed and/or
+  // encrypted; equal to bytes without transforms), frame headers and
+  // padding not counted.
+  uint64_t stored_bytes = 0;
   uint64_t syncs = 0;
   double records_per_sync = 0;
   uint64_t padding_bytes = 0;  // direct I/O, tail=pad: bytes spent ending syncs on block boundaries

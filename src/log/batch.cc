@@ -29,18 +29,23 @@ Result<std::vector<Position>> write_batch(Log::Impl& impl,
       !r) {
     return std::unexpected(r.error());
   }
+  bool packed = false;
   auto at = impl.write({.kind = seg::Kind::batch,
                         .pieces = layout.pieces(),
                         .records = records.size(),
                         .bytes = bytes,
                         .async = async,
                         .done = done,
-                        .shown = layout.entry_offset(0)});
+                        .shown = layout.entry_offset(0),
+                        .packed = &packed});
   if (!at) return std::unexpected(at.error());
   std::vector<Position> out;
   out.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
-    out.emplace_back(at->segment(), at->offset() + layout.entry_offset(i));
+    // A compressed batch's records are 8 bytes apart (batch.h): the first
+    // is where it would be in a plain batch, so `shown` holds for both.
+    const uint64_t rel = packed ? layout.entry_offset(0) + seg::kAlign * i : layout.entry_offset(i);
+    out.emplace_back(at->segment(), at->offset() + rel);
   }
   return out;
 }

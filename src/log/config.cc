@@ -40,6 +40,12 @@ constexpr Named<DirectSync> kDirectSyncs[] = {{"auto", DirectSync::auto_select},
                                               {"fdatasync", DirectSync::fdatasync}};
 constexpr Named<FailurePolicy> kPolicies[] = {{"stop", FailurePolicy::stop},
                                               {"abort", FailurePolicy::abort}};
+constexpr Named<Compression> kCompressions[] = {
+    {"none", Compression::none}, {"lz4", Compression::lz4}, {"zstd", Compression::zstd}};
+constexpr Named<Encryption> kEncryptions[] = {{"none", Encryption::none},
+                                              {"aes-256-gcm", Encryption::aes_256_gcm}};
+// The GCM tag every encrypted record carries (transform.h has the same).
+constexpr uint64_t kTagBytes = 16;
 
 template <class E, size_t N>
 const char* name_of(const Named<E> (&table)[N], E v) {
@@ -119,6 +125,15 @@ Result<uint32_t> parse_count(std::string_view key, std::string_view value) {
   return n;
 }
 
+Result<int> parse_int(std::string_view key, std::string_view value) {
+  int n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || p != value.data() + value.size()) {
+    return bad(key, value, "a whole number");
+  }
+  return n;
+}
+
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -156,6 +171,8 @@ const char* to_string(RecoveryMode v) { return name_of(kRecovery, v); }
 const char* to_string(TailPolicy v) { return name_of(kTails, v); }
 const char* to_string(DirectSync v) { return name_of(kDirectSyncs, v); }
 const char* to_string(FailurePolicy v) { return name_of(kPolicies, v); }
+const char* to_string(Compression v) { return name_of(kCompressions, v); }
+const char* to_string(Encryption v) { return name_of(kEncryptions, v); }
 
 Result<void> Config::set(std::string_view key, std::string_view value) {
   auto assign = [](auto result, auto* field) -> Result<void> {
@@ -186,6 +203,14 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
   if (key == "tail") return parse_enum(kTails, key, value, &tail);
   if (key == "direct_sync") return parse_enum(kDirectSyncs, key, value, &direct_sync);
   if (key == "on_sync_failure") return parse_enum(kPolicies, key, value, &on_sync_failure);
+  if (key == "compression") return parse_enum(kCompressions, key, value, &compression);
+  if (key == "compression_level") return assign(parse_int(key, value), &compression_level);
+  if (key == "encryption") return parse_enum(kEncryptions, key, value, &encryption);
+  if (key == "encryption_key_file") {
+    // Empty means none, so that to_string() of a config without one parses.
+    encryption_key_file = std::string(value);
+    return {};
+  }
   if (key == "interval") return assign(parse_duration(key, value), &interval);
   if (key == "lag_bound") return assign(parse_duration(key, value), &lag_bound);
   if (key == "window") return assign(parse_duration(key, value), &window);
@@ -215,7 +240,8 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
           "segment_size, spare_segments, recycle, prezero, max_total_size, max_record, "
           "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
           "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read, "
-          "archive_command, cdc_dir, cdc_max_size)");
+          "archive_command, cdc_dir, cdc_max_size, compression, compression_level, encryption, "
+          "encryption_key_file)");
 }
 
 Result<Config> Config::parse(std::string_view text) {
@@ -240,8 +266,11 @@ Result<Config> Config::parse(std::string_view text) {
 uint64_t Config::max_unfragmented_size() const {
   // Half a segment, so a record always fits in a fresh segment even after a
   // session record and sync markers, and a switch wastes at most half of one.
+  // Limits are about stored bytes: a record is stored compressed only where
+  // that is smaller, so its worst case is its plain size plus the tag.
   const uint64_t half = segment_size / 2 - seg::kHeaderSize;
-  return std::min<uint64_t>(half, seg::kMaxPayload);
+  const uint64_t tag = encryption != Encryption::none ? kTagBytes : 0;
+  return std::min<uint64_t>(half, seg::kMaxPayload) - tag;
 }
 
 uint64_t Config::max_record_size() const {
@@ -268,16 +297,17 @@ Result<void> Config::validate() const {
     return invalid("config key 'max_record': " + std::to_string(max_record) +
                    " is above 1GiB (a reader holds a whole record in memory)");
   }
+  const auto tag = static_cast<uint32_t>(encryption != Encryption::none ? kTagBytes : 0);
   if (max_total_size != 0 && max_record > max_unfragmented_size()) {
     // The active segment, the segments the largest record spans and the
     // spares must fit together, or that record could never be written.
-    const uint64_t need =
-        (uint64_t{seg::fragment_segments_needed(max_record, segment_size)} + spare_segments + 1) *
-        segment_size;
+    const uint64_t need = (uint64_t{seg::fragment_segments_needed(max_record, segment_size, tag)} +
+                           spare_segments + 1) *
+                          segment_size;
     if (max_total_size < need) {
       return invalid("config key 'max_record': a record of " + std::to_string(max_record) +
                      " bytes spans up to " +
-                     std::to_string(seg::fragment_segments_needed(max_record, segment_size)) +
+                     std::to_string(seg::fragment_segments_needed(max_record, segment_size, tag)) +
                      " segments of segment_size " + std::to_string(segment_size) +
                      ", which with the active segment and " + std::to_string(spare_segments) +
                      " spare(s) needs max_total_size >= " + std::to_string(need) + " (it is " +
@@ -352,6 +382,44 @@ Result<void> Config::validate() const {
                    std::to_string(spare_segments) + " spare(s) of segment_size " +
                    std::to_string(segment_size) + " (0 means unbounded)");
   }
+  switch (compression) {
+    case Compression::none:
+      if (compression_level != 0) {
+        return invalid("config key 'compression_level': " + std::to_string(compression_level) +
+                       " is set but compression is none");
+      }
+      break;
+    case Compression::lz4:
+      if (compression_level < 0 || compression_level > 65537) {
+        return invalid("config key 'compression_level': " + std::to_string(compression_level) +
+                       " is outside 0..65537 (lz4 acceleration; 0 = 1, the best ratio)");
+      }
+      break;
+    case Compression::zstd:
+      if (compression_level < 0 || compression_level > 19) {
+        return invalid("config key 'compression_level': " + std::to_string(compression_level) +
+                       " is outside 0..19 (zstd level; 0 = 3)");
+      }
+      break;
+  }
+  const bool key_file = !encryption_key_file.empty();
+  const bool key_source = static_cast<bool>(encryption_keys);
+  if (encryption == Encryption::none && (key_file || key_source)) {
+    return invalid(std::string("config key '") +
+                   (key_file ? "encryption_key_file" : "encryption_keys") +
+                   "': a key source is set but encryption is none");
+  }
+  if (encryption != Encryption::none) {
+    if (key_file && key_source) {
+      return invalid(
+          "config keys 'encryption_key_file' and 'encryption_keys': both are set; set exactly one "
+          "key source");
+    }
+    if (!key_file && !key_source) {
+      return invalid(std::string("config key 'encryption': ") + synclog::to_string(encryption) +
+                     " needs a key source: encryption_key_file or Config::encryption_keys");
+    }
+  }
   // An auto on either side takes the other's choice; two explicit values
   // must fit.
   const SegmentKind needs = segment_kind_for(backend);
@@ -398,6 +466,10 @@ std::string Config::to_string() const {
   add("archive_command", archive_command);
   add("cdc_dir", cdc_dir.string());
   add("cdc_max_size", std::to_string(cdc_max_size));
+  add("compression", synclog::to_string(compression));
+  add("compression_level", std::to_string(compression_level));
+  add("encryption", synclog::to_string(encryption));
+  add("encryption_key_file", encryption_key_file.string());
   return s;
 }
 

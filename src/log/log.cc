@@ -9,6 +9,7 @@
 #include "io/align.h"
 #include "io/filesystem.h"
 #include "io/links.h"
+#include "io/secret_file.h"
 #include "log/archive_state.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
@@ -208,7 +209,18 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (!why.empty()) impl->backend_description += " (" + why + ")";
   const uint32_t block = impl->block_size;
 
-  auto rec = seg::recover(config.dir, config.recovery);
+  if (config.encryption != Encryption::none) {
+    KeySource source = config.encryption_keys;
+    if (!source) {
+      auto text = io::read_secret_file(config.encryption_key_file);
+      if (!text) return std::unexpected(text.error());
+      auto keys = seg::parse_key_file(*text, config.encryption_key_file.string());
+      if (!keys) return std::unexpected(keys.error());
+      source = seg::key_source_from(std::move(*keys), config.encryption_key_file.string());
+    }
+    impl->keys = std::make_shared<seg::Keyring>(std::move(source));
+  }
+  auto rec = seg::recover(config.dir, config.recovery, impl->keys.get());
   if (!rec) return std::unexpected(rec.error());
   // Temp files were never part of the log; discarded segments lie past its
   // end and hold only bytes that were never acknowledged.
@@ -249,10 +261,17 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   mo.block_size = block != 0 ? block : 4096;
   mo.cdc_dir = config.cdc_dir;
   mo.cdc_max_size = config.cdc_max_size;
+  if (impl->keys) {
+    auto key = impl->keys->current();
+    if (!key) return std::unexpected(key.error());
+    mo.key = *key;
+  }
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
-  impl->appender = std::make_unique<seg::Appender>(*impl->manager, config.allocation_timeout,
-                                                   impl->metrics, config.max_unfragmented_size());
+  impl->appender = std::make_unique<seg::Appender>(
+      *impl->manager, config.allocation_timeout, impl->metrics, config.max_unfragmented_size(),
+      seg::RecordTransform{config.compression, config.compression_level,
+                           config.encryption != Encryption::none});
   impl->appender->start(impl->report.end);
   // Losses a recovery mode accepted are recorded first; they, like any
   // append, take the session's first segment. Without them opening takes
@@ -424,6 +443,7 @@ Stats Log::stats() const {
   auto hist = [&](metrics::Hist h) { return summarize(snap.hist[static_cast<int>(h)]); };
   s.appends = count(metrics::Count::appends);
   s.bytes = count(metrics::Count::bytes);
+  s.stored_bytes = count(metrics::Count::stored_bytes);
   s.syncs = count(metrics::Count::syncs);
   s.records_per_sync = s.syncs ? static_cast<double>(s.appends) / static_cast<double>(s.syncs) : 0;
   s.lag_blocked_appends = d.lag_blocked;

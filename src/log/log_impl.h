@@ -20,6 +20,7 @@
 #include "segments/appender.h"
 #include "segments/manager.h"
 #include "segments/recovery.h"
+#include "segments/transform.h"
 #include "sync/backend.h"
 #include "sync/driver.h"
 #include "synclog/log.h"
@@ -32,6 +33,9 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   DirLock lock;  // first member: released after everything else
   RecoveryReport report;
   std::vector<seg::Extent> recovered;  // earlier sessions' replayable bytes
+  // Master keys (null without encryption); readers share it and may
+  // outlive the log.
+  std::shared_ptr<seg::Keyring> keys;
   std::unique_ptr<seg::SegmentManager> manager;
   std::unique_ptr<seg::Appender> appender;
   std::unique_ptr<sync::Backend> backend;
@@ -80,6 +84,7 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
     bool async = false;          // return once written, without waiting
     Completion* done = nullptr;  // async only: taken when the record is placed
     uint32_t shown = 0;          // what `done` is told: the record's position plus this
+    bool* packed = nullptr;      // batches: set if stored compressed (inner positions 16 + 8 i)
   };
   // Appends after admit(); waits as the mode says unless async.
   [[nodiscard]] Result<Position> write(const Write& w);

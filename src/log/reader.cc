@@ -26,7 +26,10 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {
   // stays valid: the segment is not read again until they are all out),
   // and the entry of the next one.
   std::optional<seg::RecordView> batch;
-  uint32_t entry = 0;
+  std::optional<seg::InnerRecord> inner;  // the next one to return
+  // Decrypts encrypted segments (null without a key source); shared with
+  // the log, which the reader may outlive.
+  std::shared_ptr<seg::Keyring> keys;
   // The bytes of the fragmented record last returned.
   std::vector<std::byte> whole;
 
@@ -64,6 +67,7 @@ Result<void> Reader::Impl::open_segment(uint64_t id) {
   }
   segment.reset();
   auto r = seg::SegmentReader::open(dir / seg::segment_file_name(id), id, end);
+  if (r) r->set_keys(keys.get());
   if (!r) {
     if (r.error().sys_errno == ENOENT) {
       return make_error(Errc::released,
@@ -108,8 +112,9 @@ Result<Reader::Impl::Chain> Reader::Impl::assemble(size_t index, const seg::Reco
     if (!decoded) return std::unexpected(decoded.error());
     const seg::Decoded& d = *decoded;
     if (d.status != seg::Decode::ok) {
-      return make_error(Errc::corruption, "record at " + here.to_string() + " no longer validates: " +
-                                              (d.reason ? d.reason : "zeroed"));
+      return make_error(Errc::corruption,
+                        "record at " + here.to_string() +
+                            " no longer validates: " + (d.reason ? d.reason : "zeroed"));
     }
     const seg::Kind kind = d.record.kind;
     if (kind == seg::Kind::end) {
@@ -127,6 +132,7 @@ Result<Reader::Impl::Chain> Reader::Impl::assemble(size_t index, const seg::Reco
       }
       const uint64_t cap = id == limit.segment() ? limit.offset() : UINT64_MAX;
       auto r = seg::SegmentReader::open(dir / seg::segment_file_name(id), id, cap);
+      if (r) r->set_keys(keys.get());
       if (!r) {
         if (r.error().sys_errno == ENOENT) {
           return make_error(Errc::released, "segment " + std::to_string(id) +
@@ -141,10 +147,10 @@ Result<Reader::Impl::Chain> Reader::Impl::assemble(size_t index, const seg::Reco
     if (kind != seg::Kind::middle && kind != seg::Kind::last) return Chain::abandoned;
     whole.insert(whole.end(), d.record.payload.begin(), d.record.payload.end());
     if (whole.size() > total || (kind == seg::Kind::last && whole.size() != total)) {
-      return make_error(Errc::corruption,
-                        "fragmented record at " + start.to_string() +
-                            " holds " + std::to_string(whole.size()) +
-                            " bytes where its first fragment says " + std::to_string(total));
+      return make_error(Errc::corruption, "fragmented record at " + start.to_string() + " holds " +
+                                              std::to_string(whole.size()) +
+                                              " bytes where its first fragment says " +
+                                              std::to_string(total));
     }
     off += d.record.framed;
     if (kind == seg::Kind::last) {
@@ -170,26 +176,39 @@ Result<std::optional<Record>> Reader::Impl::next() {
       in_extent = true;
     }
     if (batch) {
-      auto inner = seg::inner_at(*batch, entry);
       if (!inner) {
         batch.reset();
         continue;
       }
-      entry = inner->offset + inner->framed;
-      const Position at(e.segment, inner->offset);
+      const seg::InnerRecord here = *inner;
+      inner = seg::next_inner(*batch, here);
+      const Position at(e.segment, here.offset);
       if (at < from) continue;
       // After the batch's last record the next read starts past the batch
-      // (off); inside it, at the next entry, which start_in finds again.
-      const bool last = !seg::inner_at(*batch, entry);
-      from = Position(e.segment, last ? off : entry);
+      // (off); inside it, at the next record, which start_in finds again.
+      const bool last = !inner;
+      from = Position(e.segment, last ? off : inner->offset);
       from_is_boundary = last;
-      return Record{at, inner->data};
+      return Record{at, here.data};
     }
     const uint64_t end = std::min<uint64_t>(e.end, segment->end());
     if (off >= end) {
       in_extent = false;
       ++index;
       continue;
+    }
+    if (e.segment == from.segment() && off < from.offset()) {
+      // Records wholly before `from` are stepped over on their checksums:
+      // the walk to a record inside an encrypted or compressed batch (whose
+      // entry header does not lead back to it) decrypts and decompresses
+      // nothing before it. None of them is returned.
+      auto f = segment->frame(static_cast<uint32_t>(off));
+      if (!f) return std::unexpected(f.error());
+      if (f->status == seg::Decode::ok && f->record.kind != seg::Kind::end &&
+          off + f->record.framed <= from.offset()) {
+        off += f->record.framed;
+        continue;
+      }
     }
     auto decoded = segment->record(static_cast<uint32_t>(off));
     if (!decoded) return std::unexpected(decoded.error());
@@ -210,7 +229,7 @@ Result<std::optional<Record>> Reader::Impl::next() {
     if (d.record.kind == seg::Kind::end) off = end;
     if (d.record.kind == seg::Kind::batch) {
       batch = d.record;
-      entry = seg::first_entry(d.record);
+      inner = seg::first_inner(*batch);
       continue;
     }
     if (d.record.kind == seg::Kind::data && at >= from) {
@@ -281,6 +300,7 @@ Result<Tailer> Log::tail(Position from) const {
   auto impl = std::make_unique<Tailer::Impl>();
   impl->log = impl_.get();
   impl->reader.dir = impl_->config.dir;
+  impl->reader.keys = impl_->keys;
   impl->reader.from = from;
   impl->reader.limit = impl_->driver->durable();
   {
@@ -293,6 +313,7 @@ Result<Tailer> Log::tail(Position from) const {
 Result<Reader> Log::read(Position from) const {
   auto impl = std::make_unique<Reader::Impl>();
   impl->dir = impl_->config.dir;
+  impl->keys = impl_->keys;
   impl->from = from;
   impl->limit = impl_->driver->durable();
   {

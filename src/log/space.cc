@@ -55,7 +55,7 @@ Result<void> scan_bounds(const Log& log, std::map<uint64_t, Log::Impl::Bounds>& 
 // (a small window, more only for a record larger than it).
 Result<std::optional<Position>> first_record(const Log& log, const std::filesystem::path& dir,
                                              const std::vector<seg::Extent>& extents,
-                                             Position limit) {
+                                             Position limit, seg::Keyring* keys) {
   constexpr size_t kFirstRead = 64 << 10;
   for (const auto& e : extents) {
     if (e.segment > limit.segment()) break;
@@ -67,6 +67,7 @@ Result<std::optional<Position>> first_record(const Log& log, const std::filesyst
       return make_error(Errc::released, "segment " + std::to_string(e.segment) +
                                             " was released while oldest() read it");
     }
+    segment->set_keys(keys);
     const uint64_t avail = std::min<uint64_t>(e.end, segment->end());
     for (uint64_t off = e.begin; off < avail;) {
       auto d = segment->record(static_cast<uint32_t>(off));
@@ -199,7 +200,7 @@ Result<std::optional<Position>> Log::oldest() const {
       std::lock_guard lock(impl_->release_mu);
       extents = impl_->readable_extents();
     }
-    auto first = first_record(*this, impl_->config.dir, extents, durable);
+    auto first = first_record(*this, impl_->config.dir, extents, durable, impl_->keys.get());
     if (first || first.error().code != Errc::released || attempt == kAttempts) return first;
   }
 }

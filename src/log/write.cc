@@ -13,14 +13,17 @@ Result<void> Log::Impl::admit(uint64_t bytes, const std::string& what, bool whol
   // A batch is one data record, never fragmented: its limit is that of one.
   const uint64_t max = whole ? config.max_unfragmented_size() : config.max_record_size();
   if (bytes > max) {
+    const std::string tag =
+        config.encryption != Encryption::none ? ", less the 16-byte tag of encryption" : "";
     const std::string why =
         whole ? "Config::max_unfragmented_size(): a batch is one record, at most half of "
                 "segment_size " +
-                    std::to_string(config.segment_size) + " less 64 and 16MiB-1"
-        : config.max_record != 0 ? "config key max_record"
-                                 : "Config::max_record_size(): half of segment_size " +
-                                       std::to_string(config.segment_size) +
-                                       " less 64, at most 16MiB-1; set max_record for larger ones";
+                    std::to_string(config.segment_size) + " less 64 and 16MiB-1" + tag
+        : config.max_record != 0
+            ? "config key max_record"
+            : "Config::max_record_size(): half of segment_size " +
+                  std::to_string(config.segment_size) + " less 64, at most 16MiB-1" + tag +
+                  "; set max_record for larger ones";
     return make_error(Errc::invalid_argument, what + " of " + std::to_string(bytes) +
                                                   " bytes exceeds the maximum of " +
                                                   std::to_string(max) + " (" + why + ")");
@@ -64,8 +67,10 @@ Result<Position> Log::Impl::write(const Write& w) {
   const bool timed = shard && (waits || shard->sample());
   const uint64_t start = timed ? io::now_ns() : 0;
   Position settled;
-  auto pos = appender->append_gathered(w.kind, w.pieces, hook, &settled);
+  seg::Appender::Stored stored;
+  auto pos = appender->append_gathered(w.kind, w.pieces, hook, &settled, &stored);
   if (!pos) return pos;
+  if (w.packed) *w.packed = stored.packed;
   const uint64_t written = timed && waits ? io::now_ns() : 0;
   // A fragmented record is durable once its last fragment is.
   auto r = w.async ? driver->after_async_append(settled) : driver->after_append(settled);
@@ -77,6 +82,7 @@ Result<Position> Log::Impl::write(const Write& w) {
   if (shard) {
     shard->add(metrics::Count::appends, w.records);
     shard->add(metrics::Count::bytes, w.bytes);
+    shard->add(metrics::Count::stored_bytes, stored.bytes);
   }
   // The record is in the log now. If the log failed meanwhile (periodic
   // mode, waiting for a lagging syncer), a callback carries the error; a

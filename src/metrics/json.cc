@@ -55,6 +55,7 @@ std::string to_json(const Stats& s) {
   };
   field("appends", u(s.appends));
   field("bytes", u(s.bytes));
+  field("stored_bytes", u(s.stored_bytes));
   field("syncs", u(s.syncs));
   field("records_per_sync", num(s.records_per_sync));
   field("padding_bytes", u(s.padding_bytes));

@@ -15,7 +15,10 @@
 namespace synclog::metrics {
 
 enum class Hist { append, durable_wait, sync, allocation_wait, kCount };
-enum class Count { appends, bytes, syncs, lag_blocked, kCount };
+// bytes: user payload bytes appended; stored_bytes: what they took in the
+// segments as stored payloads (compressed and/or encrypted), frames' headers
+// and padding not counted.
+enum class Count { appends, bytes, stored_bytes, syncs, lag_blocked, kCount };
 
 // A periodic-mode append of a small record takes about 50 ns; two clock
 // reads would double that, so those appends time one call in kSampleEvery

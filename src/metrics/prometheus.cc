@@ -197,6 +197,8 @@ Result<std::string> to_prometheus(const std::vector<LabeledStats>& logs, std::st
   auto u = [](uint64_t Stats::*m) { return [m](const Stats& s) { return std::to_string(s.*m); }; };
   e.counter("appends_total", &Stats::appends, "Records appended.");
   e.counter("append_bytes_total", &Stats::bytes, "Payload bytes appended.");
+  e.counter("append_stored_bytes_total", &Stats::stored_bytes,
+            "Payload bytes appended as stored in segments (compressed and/or encrypted).");
   e.counter("syncs_total", &Stats::syncs, "Syncs completed.");
   e.gauge(
       "records_per_sync", [](const Stats& s) { return num(s.records_per_sync); },

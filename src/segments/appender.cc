@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "io/clock.h"
+#include "segments/batch.h"
 #include "segments/fragments.h"
 #include "segments/inflight.h"
 
@@ -30,10 +31,11 @@ void slice(std::span<const std::span<const std::byte>> pieces, uint64_t from, ui
 }  // namespace
 
 Appender::Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
-                   metrics::Metrics& metrics, uint64_t max_whole)
+                   metrics::Metrics& metrics, uint64_t max_whole, RecordTransform transform)
     : manager_(manager),
       allocation_timeout_(allocation_timeout),
       max_whole_(max_whole),
+      transform_(transform),
       metrics_(metrics) {
   // Far past its capacity, and far from wrapping however many writers add.
   placeholder_.reserved.store(uint64_t{1} << 62);
@@ -61,23 +63,79 @@ Result<Position> Appender::append(Kind kind, std::span<const std::byte> payload)
   return append_gathered(kind, one);
 }
 
+bool Appender::frame(Segment& seg, uint64_t off, Kind kind, uint32_t flags,
+                     std::span<const std::span<const std::byte>> body, uint64_t stored_len) {
+  const auto at = static_cast<uint32_t>(off);
+  if ((flags & kEncryptedFlag) == 0) {
+    encode_gathered(seg.image(), seg.id(), at, kind, body, flags);
+    return true;
+  }
+  // Encrypted straight into the image: the position is part of the nonce
+  // and the associated data, so this happens only after the reservation.
+  const uint32_t word = record_word(kind, static_cast<uint32_t>(stored_len), flags);
+  std::byte* payload = seg.image().data() + off + kRecordHeaderSize;
+  if (seg.cipher() && encrypt(*seg.cipher(), at, word, body, payload)) {
+    seal_record(seg.image(), seg.id(), at, word);
+    return true;
+  }
+  // The reserved bytes must still hold a record: a marker naming 0:0
+  // (below anything durable), whose zero padding fills the frame.
+  const uint32_t filler = framed_size(static_cast<uint32_t>(stored_len)) - kRecordHeaderSize;
+  std::memset(payload, 0, filler);
+  seal_record(seg.image(), seg.id(), at, record_word(Kind::sync, filler, 0));
+  return false;
+}
+
 Result<Position> Appender::append_gathered(Kind kind,
                                            std::span<const std::span<const std::byte>> pieces,
-                                           const Placed* placed, Position* settled) {
+                                           const Placed* placed, Position* settled,
+                                           Stored* stored) {
   uint64_t len = 0;
   for (const auto& piece : pieces) len += piece.size();
   if (kind == Kind::data && len > max_whole_) {
-    return append_fragmented(pieces, len, placed, settled);
+    return append_fragmented(pieces, len, placed, settled, stored);
   }
+  // Compressed before the reservation (its size must be known), on this
+  // writer's thread; encrypted after it, into the image.
+  const bool user = kind == Kind::data || kind == Kind::batch;
+  uint32_t flags = 0;
+  uint64_t stored_len = len;
+  auto body = pieces;
+  std::span<const std::byte> squeezed_piece[1];
+  if (user && transform_.compression != Compression::none && len > 0) {
+    thread_local std::vector<std::byte> squeezed;
+    const size_t n = compress(transform_.compression, transform_.level, pieces, len, &squeezed);
+    bool use = n != 0;
+    if (use && kind == Kind::batch) {
+      uint32_t count = 0;
+      std::memcpy(&count, pieces.front().data(), sizeof count);
+      use = packed_fits(n + (transform_.encrypt ? kTagSize : 0), count);
+    }
+    if (use) {
+      flags |= (transform_.compression == Compression::lz4 ? kCompressionLz4 : kCompressionZstd)
+               << kCompressionShift;
+      squeezed_piece[0] = std::span<const std::byte>(squeezed.data(), n);
+      body = squeezed_piece;
+      stored_len = n;
+    }
+  }
+  if (user && transform_.encrypt) {
+    flags |= kEncryptedFlag;
+    stored_len += kTagSize;
+  }
+  if (stored) *stored = Stored{stored_len, kind == Kind::batch && (flags & kCompressionMask)};
   inflight::Slot* slot = &inflight_.mine();
-  const uint64_t size = framed_size(static_cast<uint32_t>(len));
+  const uint64_t size = framed_size(static_cast<uint32_t>(stored_len));
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
     inflight::begin(*slot);
     Segment* seg = active_.load(std::memory_order_acquire);
     const uint64_t off = seg->reserved.fetch_add(size);
     if (off + size <= seg->capacity()) {
-      encode_gathered(seg->image(), seg->id(), static_cast<uint32_t>(off), kind, pieces);
+      if (!frame(*seg, off, kind, flags, body, stored_len)) {
+        inflight::end(*slot);
+        return make_error(Errc::failed, "libcrypto failed to encrypt a record (nothing appended)");
+      }
       const Position at(seg->id(), off);
       if (settled) *settled = at;
       if (placed) placed->fn(placed->context, at, at);
@@ -204,8 +262,10 @@ Result<Segment*> Appender::take_next(std::chrono::steady_clock::time_point deadl
 }
 
 Result<Position> Appender::append_fragmented(std::span<const std::span<const std::byte>> pieces,
-                                             uint64_t len, const Placed* placed,
-                                             Position* settled) {
+                                             uint64_t len, const Placed* placed, Position* settled,
+                                             Stored* stored) {
+  const uint32_t overhead = transform_.encrypt ? kTagSize : 0;
+  const uint32_t flags = transform_.encrypt ? kEncryptedFlag : 0;
   // The record starts in a fresh segment and its fragments follow each
   // other with nothing between but end records, so this writer is the one
   // switching segments until its last segment is active. No sync target
@@ -236,7 +296,7 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
     taken.push_back(*next);
     if (taken.size() == 1) {
       const uint64_t start = kHeaderSize + (session ? framed_size(kPositionPayload) : 0);
-      plan = plan_fragments(len, start, taken.front()->capacity());
+      plan = plan_fragments(len, start, taken.front()->capacity(), overhead);
       need = plan.segments;
     }
   }
@@ -254,13 +314,17 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   std::byte total[kFirstFixedPayload];
   std::memcpy(total, &len, sizeof total);
   std::vector<std::span<const std::byte>> parts;
+  bool sealed = true;
+  uint64_t stored_bytes = 0;
   for (const Fragment& f : plan.fragments) {
     parts.clear();
     if (f.kind == Kind::first) parts.push_back(total);
     slice(pieces, f.from, f.bytes, &parts);
     Segment* s = taken[f.segment];
-    encode_gathered(s->image(), s->id(), f.offset, f.kind, parts);
+    sealed &= frame(*s, f.offset, f.kind, flags, parts, f.payload() + overhead);
+    stored_bytes += f.payload() + overhead;
   }
+  if (stored) *stored = Stored{stored_bytes, false};
   for (const FragmentPlan::End& e : plan.ends) {
     Segment* s = taken[e.segment];
     encode_record(s->image(), s->id(), e.offset, Kind::end, {});
@@ -271,7 +335,7 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   const Position at(taken[plan.fragments.front().segment]->id(), plan.fragments.front().offset);
   const Position end(taken.back()->id(), plan.fragments.back().offset);
   if (settled) *settled = end;
-  if (placed) placed->fn(placed->context, at, end);
+  if (placed && sealed) placed->fn(placed->context, at, end);
   {
     // Made active inside the window: a sync that targets the new head
     // drains this writer first, so it never syncs a segment half-written.
@@ -282,6 +346,11 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   inflight::end(*slot);
   taken.clear();
   give_back();
+  // A fragment that failed to encrypt is a marker now: readers abandon the
+  // chain there, as after a crash inside it.
+  if (!sealed) {
+    return make_error(Errc::failed, "libcrypto failed to encrypt a record (nothing appended)");
+  }
   return at;
 }
 

@@ -20,17 +20,27 @@
 #include "segments/format.h"
 #include "segments/inflight.h"
 #include "segments/manager.h"
+#include "segments/transform.h"
 #include "synclog/error.h"
 #include "synclog/position.h"
 
 namespace synclog::seg {
+
+// How user records (data, batch, fragments) are stored: compressed (whole
+// records and batches only) and/or encrypted with the segment's cipher
+// (docs/format.md, Transformed records).
+struct RecordTransform {
+  Compression compression = Compression::none;
+  int level = 0;
+  bool encrypt = false;
+};
 
 class Appender {
  public:
   // Data records above `max_whole` bytes are written as fragments
   // (fragments.h).
   Appender(SegmentManager& manager, std::chrono::milliseconds allocation_timeout,
-           metrics::Metrics& metrics, uint64_t max_whole);
+           metrics::Metrics& metrics, uint64_t max_whole, RecordTransform transform = {});
 
   // Begins the session. Its first segment is taken, and the session record
   // naming where the previous session's log ended written into it, by the
@@ -56,10 +66,16 @@ class Appender {
   // record is in place, with *settled. It must not wait on a sync.
   // *settled (if given) gets the position the record is durable past: its
   // own, or its last fragment's.
+  // *stored (if given) gets what the record became in the segment.
+  struct Stored {
+    uint64_t bytes = 0;   // stored payload bytes (all fragments')
+    bool packed = false;  // a compressed batch: inner positions 16 + 8 i (batch.h)
+  };
   [[nodiscard]] Result<Position> append_gathered(Kind kind,
                                                  std::span<const std::span<const std::byte>> pieces,
                                                  const Placed* placed = nullptr,
-                                                 Position* settled = nullptr);
+                                                 Position* settled = nullptr,
+                                                 Stored* stored = nullptr);
   [[nodiscard]] Result<Position> append_position(Kind kind, Position value);
 
   // Appends a sync marker naming `durable` and the wall-clock time, read
@@ -102,7 +118,14 @@ class Appender {
   // record from the start of the next one in one inflight window.
   [[nodiscard]] Result<Position> append_fragmented(
       std::span<const std::span<const std::byte>> pieces, uint64_t len, const Placed* placed,
-      Position* settled);
+      Position* settled, Stored* stored);
+  // Frames a user record of `stored_len` stored bytes at seg[off], encrypting
+  // `body` with the segment's cipher if flags say so. False if libcrypto
+  // failed: the space then holds a sync marker naming 0:0, which every
+  // reader passes over, and the append fails.
+  [[nodiscard]] static bool frame(Segment& seg, uint64_t off, Kind kind, uint32_t flags,
+                                  std::span<const std::span<const std::byte>> body,
+                                  uint64_t stored_len);
   // For a writer whose reservation at `off` did not fit, inside its inflight
   // window: the one that crossed the end writes the end record.
   static void on_overflow(Segment* seg, uint64_t off);
@@ -113,6 +136,7 @@ class Appender {
   SegmentManager& manager_;
   const std::chrono::milliseconds allocation_timeout_;
   const uint64_t max_whole_;
+  const RecordTransform transform_;
   metrics::Metrics& metrics_;
   inflight::Table inflight_;  // this log's writers only
   // Active until the first append: full (every reservation overflows into

@@ -67,10 +67,30 @@ std::optional<InnerRecord> inner_at(const RecordView& batch, uint32_t at) {
   if (at < first_entry(batch) || rel + kEntryHeader > batch.payload.size()) return std::nullopt;
   const uint32_t len = load32(batch.payload.data() + rel);
   return InnerRecord{at, static_cast<uint32_t>(batch_entry_size(len)),
-                     batch.payload.subspan(rel + kEntryHeader, len)};
+                     batch.payload.subspan(rel + kEntryHeader, len), static_cast<uint32_t>(rel)};
+}
+
+std::optional<InnerRecord> first_inner(const RecordView& batch) {
+  if (!batch.packed) return inner_at(batch, first_entry(batch));
+  if (batch.payload.size() < kBatchHeader + kEntryHeader || batch_count(batch) == 0) {
+    return std::nullopt;
+  }
+  const uint32_t len = load32(batch.payload.data() + kBatchHeader);
+  return InnerRecord{first_entry(batch), kAlign,
+                     batch.payload.subspan(kBatchHeader + kEntryHeader, len), kBatchHeader};
+}
+
+std::optional<InnerRecord> next_inner(const RecordView& batch, const InnerRecord& r) {
+  if (!batch.packed) return inner_at(batch, r.offset + r.framed);
+  const uint64_t rel = r.rel + batch_entry_size(r.data.size());
+  if (rel + kEntryHeader > batch.payload.size()) return std::nullopt;
+  const uint32_t len = load32(batch.payload.data() + rel);
+  return InnerRecord{r.offset + kAlign, kAlign, batch.payload.subspan(rel + kEntryHeader, len),
+                     static_cast<uint32_t>(rel)};
 }
 
 uint32_t last_entry(const RecordView& batch) {
+  if (batch.packed) return first_entry(batch) + kAlign * (batch_count(batch) - 1);
   uint32_t last = first_entry(batch);
   for (auto r = inner_at(batch, last); r; r = inner_at(batch, r->offset + r->framed)) {
     last = r->offset;
@@ -79,6 +99,10 @@ uint32_t last_entry(const RecordView& batch) {
 }
 
 bool is_entry(const RecordView& batch, uint32_t at) {
+  if (batch.packed) {
+    const uint32_t first = first_entry(batch);
+    return at >= first && (at - first) % kAlign == 0 && (at - first) / kAlign < batch_count(batch);
+  }
   for (auto r = inner_at(batch, first_entry(batch)); r;
        r = inner_at(batch, r->offset + r->framed)) {
     if (r->offset == at) return true;

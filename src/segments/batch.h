@@ -53,10 +53,24 @@ const char* check_batch(std::span<const std::byte> payload);
 
 // One record inside a batch.
 struct InnerRecord {
-  uint32_t offset = 0;  // its entry's offset in the segment: the record's position
-  uint32_t framed = 0;  // entry header, data and pad: bytes to the next entry
+  uint32_t offset = 0;  // the record's position: its entry's offset in the segment
+                        // (in a packed batch, 16 + 8 i past the batch record)
+  uint32_t framed = 0;  // to the next record's position (8 in a packed batch)
   std::span<const std::byte> data;
+  uint32_t rel = 0;  // its entry's offset in the (plain) payload
 };
+
+// A compressed batch is "packed": its entries' offsets in the plain payload
+// are not offsets in the segment, so inner record i gets position
+// batch + 16 + 8 i instead. Those must lie inside the stored frame, so a
+// batch is stored compressed only if its stored payload is longer than
+// 8 bytes per record.
+constexpr bool packed_fits(uint64_t stored_len, uint64_t count) { return stored_len > 8 * count; }
+
+// Iteration over a valid batch, packed or not: its first inner record, and
+// the one after `r`.
+std::optional<InnerRecord> first_inner(const RecordView& batch);
+std::optional<InnerRecord> next_inner(const RecordView& batch, const InnerRecord& r);
 
 uint32_t batch_count(const RecordView& batch);
 // The first entry of a valid batch record.
@@ -65,7 +79,7 @@ inline uint32_t first_entry(const RecordView& batch) {
 }
 // The inner record whose entry starts at `at` (first_entry(), then each
 // inner record's offset + framed), or none at the batch's end. `batch` must
-// have decoded as valid (check_batch passed).
+// have decoded as valid (check_batch passed) and not be packed.
 std::optional<InnerRecord> inner_at(const RecordView& batch, uint32_t at);
 // The last inner record's entry offset in a valid batch.
 uint32_t last_entry(const RecordView& batch);

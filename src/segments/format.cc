@@ -5,6 +5,7 @@
 
 #include "io/crc32c.h"
 #include "segments/batch.h"
+#include "segments/transform.h"
 
 namespace synclog::seg {
 namespace {
@@ -43,8 +44,21 @@ uint32_t record_crc(uint64_t segment_id, uint32_t offset, uint32_t word,
 const char* check_word(uint32_t word) {
   const uint32_t len = word & kMaxPayload;
   const uint8_t kind_flags = static_cast<uint8_t>(word >> 24);
-  if ((kind_flags & 0xf0) != 0) return "reserved record flags set";
-  switch (static_cast<Kind>(kind_flags & 0x0f)) {
+  const auto kind = static_cast<Kind>(kind_flags & 0x0f);
+  if ((kind_flags & 0xf0) != 0) {
+    // Transformed (version 6): user records only, two compression codes.
+    const bool user = kind == Kind::data || kind == Kind::batch || kind == Kind::first ||
+                      kind == Kind::middle || kind == Kind::last;
+    if (!user || (word & kReservedFlag) != 0 || (word & kCompressionMask) == kCompressionMask) {
+      return "reserved record flags set";
+    }
+    // A stored payload's length says nothing about the plain one beyond
+    // what each transform adds.
+    const uint32_t least = ((word & kEncryptedFlag) ? kTagSize : 0) +
+                           ((word & kCompressionMask) ? kRawLenSize + 1 : 0);
+    return len < least ? "transformed record too short" : nullptr;
+  }
+  switch (kind) {
     case Kind::data:
       // Any length, 0 included: an empty record's word is never 0, so its
       // header alone tells it from a slot nobody wrote (crc 0, word 0).
@@ -78,11 +92,13 @@ void encode_header(const SegmentHeader& h, std::span<std::byte> out) {
   std::byte* p = out.data();
   store(p + 0, kMagic);
   store(p + 8, kVersion);
-  store(p + 12, uint32_t{0});  // flags: reserved
+  store(p + 12, h.encrypted ? kHeaderEncrypted : uint32_t{0});
   store(p + 16, h.segment_id);
   store(p + 24, h.segment_size);
   store(p + 32, h.block_size);
+  store(p + 36, h.encrypted ? h.key_id : uint32_t{0});
   store(p + 40, h.log_id);
+  store(p + 48, h.encrypted ? h.salt : uint64_t{0});
   store(p + kHeaderCrcOffset, io::crc32c(0, out.first(kHeaderCrcOffset)));
 }
 
@@ -99,8 +115,16 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
     return fail("unsupported format version " + std::to_string(version) + " (this build reads " +
                 std::to_string(kOldestReadableVersion) + " to " + std::to_string(kVersion) + ")");
   }
-  if (load<uint32_t>(p + 12) != 0) return fail("unknown segment header flags");
+  const uint32_t flags = load<uint32_t>(p + 12);
+  if ((flags & ~kHeaderEncrypted) != 0 || (flags != 0 && version < kFirstTransformVersion)) {
+    return fail("unknown segment header flags");
+  }
   SegmentHeader h;
+  h.encrypted = (flags & kHeaderEncrypted) != 0;
+  if (h.encrypted) {
+    h.key_id = load<uint32_t>(p + 36);
+    h.salt = load<uint64_t>(p + 48);
+  }
   h.segment_id = load<uint64_t>(p + 16);
   h.segment_size = load<uint64_t>(p + 24);
   h.block_size = load<uint32_t>(p + 32);
@@ -128,12 +152,22 @@ void encode_record_at(std::byte* p, uint64_t segment_id, uint32_t offset, Kind k
   store(p, record_crc(segment_id, offset, word, payload));
 }
 
+void seal_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, uint32_t word) {
+  std::byte* p = image.data() + offset;
+  const uint32_t len = word & kMaxPayload;
+  const uint32_t pad = framed_size(len) - kRecordHeaderSize - len;
+  if (pad > 0) std::memset(p + kRecordHeaderSize + len, 0, pad);
+  store(p + 4, word);
+  store(p, record_crc(segment_id, offset, word,
+                      std::span<const std::byte>(p + kRecordHeaderSize, len)));
+}
+
 void encode_gathered(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
-                     std::span<const std::span<const std::byte>> pieces) {
+                     std::span<const std::span<const std::byte>> pieces, uint32_t flags) {
   std::byte* p = image.data() + offset;
   uint64_t len = 0;
   for (const auto& piece : pieces) len += piece.size();
-  const uint32_t word = static_cast<uint32_t>(len) | (static_cast<uint32_t>(kind) << 24);
+  const uint32_t word = record_word(kind, static_cast<uint32_t>(len), flags);
   uint32_t crc = salt_crc(segment_id, offset, word);
   std::byte* at = p + kRecordHeaderSize;
   for (const auto& piece : pieces) {
@@ -213,6 +247,10 @@ std::optional<uint64_t> RecordView::marker_time(uint32_t version) const {
   return load<uint64_t>(payload.data() + kPositionPayload);
 }
 
+const char* check_plain(Kind kind, uint32_t len) {
+  return check_word(record_word(kind, len & kMaxPayload, 0));
+}
+
 uint32_t claimed_framed_size(std::span<const std::byte> header) {
   if (header.size() < kRecordHeaderSize) return kRecordHeaderSize;
   const uint32_t word = load<uint32_t>(header.data() + 4);
@@ -258,14 +296,15 @@ Decoded decode_record(std::span<const std::byte> window, uint64_t base, uint64_t
   }
   // A checksum over a malformed batch means a writer bug or crafted bytes:
   // bad like damage, so no reader has to trust the inner lengths.
-  if (kind == Kind::batch) {
+  // (A transformed batch is checked once its plain bytes are known.)
+  if (kind == Kind::batch && (word >> 28) == 0) {
     if (const char* why = check_batch(payload)) {
       d.reason = why;
       return d;
     }
   }
   d.status = Decode::ok;
-  d.record = RecordView{kind, offset, static_cast<uint32_t>(framed), payload};
+  d.record = RecordView{kind, offset, static_cast<uint32_t>(framed), payload, word & 0xf0000000u};
   return d;
 }
 

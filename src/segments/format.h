@@ -24,11 +24,16 @@ inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
 // Version 2 added the loss record, version 3 the batch record, version 4
 // empty data records (len 0, alone or inside a batch), version 5 the
 // fragment kinds. Older files are read as they are; every header this build
-// writes says 6 (version 6 puts the wall-clock time in sync markers), so a
-// build that would misread a new record refuses the directory instead.
+// writes says 6 (version 6 added the wall-clock time in sync markers and
+// transformed records: record flags and the header's encryption fields), so
+// a build that would misread a new record refuses the directory instead.
 inline constexpr uint32_t kVersion = 6;
 // The first version whose sync markers carry the time their sync began.
 inline constexpr uint32_t kFirstTimedMarkerVersion = 6;
+inline constexpr uint32_t kFirstTransformVersion = 6;
+// Header flags (offset 12): records of the segment may be encrypted; the
+// key id is at offset 36 and the nonce salt at offset 48.
+inline constexpr uint32_t kHeaderEncrypted = 1;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kRecordHeaderSize = 8;
@@ -87,6 +92,11 @@ struct SegmentHeader {
   uint32_t block_size = 0;
   uint64_t log_id = 0;          // random, shared by every segment of one log directory
   uint32_t version = kVersion;  // as decoded; encode_header always writes kVersion
+  // Encryption (version 6): the master key's id and the segment's random
+  // nonce salt; both 0 when records are not encrypted.
+  bool encrypted = false;
+  uint32_t key_id = 0;
+  uint64_t salt = 0;
 };
 
 void encode_header(const SegmentHeader& h, std::span<std::byte> out);
@@ -103,8 +113,17 @@ void encode_record_at(std::byte* out, uint64_t segment_id, uint32_t offset, Kind
                       std::span<const std::byte> payload);
 // The same with the payload given in pieces, copied one after the other
 // and checksummed as one payload (no intermediate buffer).
+// `flags` are the record word's bits 28-31 (transform.h); the pieces are
+// then the stored (transformed) payload.
 void encode_gathered(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, Kind kind,
-                     std::span<const std::span<const std::byte>> pieces);
+                     std::span<const std::span<const std::byte>> pieces, uint32_t flags = 0);
+// The word of a record: stored length, kind and flags.
+constexpr uint32_t record_word(Kind kind, uint32_t len, uint32_t flags) {
+  return len | (static_cast<uint32_t>(kind) << 24) | flags;
+}
+// For a payload already in place at image[offset + 8, + len): zeroes the
+// pad, then stores the word and the checksum.
+void seal_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset, uint32_t word);
 void encode_position_record(std::span<std::byte> image, uint64_t segment_id, uint32_t offset,
                             Kind kind, Position value);
 
@@ -118,7 +137,16 @@ struct RecordView {
   Kind kind = Kind::none;
   uint32_t offset = 0;
   uint32_t framed = 0;  // bytes to the next record
+  // The stored payload as decode_record gives it; SegmentReader::record
+  // replaces it with the plain bytes of a transformed record.
   std::span<const std::byte> payload;
+  uint32_t flags = 0;  // the word's bits 28-31 as stored
+  // A compressed batch: its inner records' positions are 16 + 8 i past the
+  // record, not their entries' offsets (batch.h).
+  bool packed = false;
+  // Encrypted and left so: read without a key where that was allowed
+  // (synclog-dump); the payload is the stored bytes.
+  bool sealed = false;
   Position position_payload() const;  // for sync and session records
   // A sync marker's wall-clock time (unix ns), given the version in its
   // segment's header; none before version 6 (their markers carry no time).
@@ -129,6 +157,10 @@ struct Decoded {
   Decode status;
   RecordView record;
   const char* reason = nullptr;  // why a record is bad
+  // Bad although its checksum is valid (it fails authentication or does not
+  // decompress): only tampering, a wrong key or a writer bug do that, so it
+  // is damage wherever it lies, never a torn write.
+  bool damage = false;
 };
 
 // Decodes the record at `offset` in `image` (a segment's bytes from 0; may be
@@ -139,6 +171,9 @@ Decoded decode_record(std::span<const std::byte> image, uint64_t segment_id, uin
 // (a shorter window reads as a record cut off by the end of the file).
 Decoded decode_record(std::span<const std::byte> window, uint64_t base, uint64_t segment_id,
                       uint32_t offset);
+// Why a record of this kind cannot have `len` plain payload bytes, or null:
+// the kind/length rules, applied to a transformed record's plain bytes.
+const char* check_plain(Kind kind, uint32_t len);
 // The bytes a record header (8 bytes, or fewer at the end of a file) says
 // its record spans, before any check: how much a windowed reader must hold
 // to decode it.

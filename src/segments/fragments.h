@@ -26,6 +26,7 @@ struct Fragment {
   Kind kind = Kind::data;
   uint64_t from = 0;  // the record's bytes [from, from + bytes) follow any fixed part
   uint32_t bytes = 0;
+  // Plain payload bytes (a stored fragment adds the plan's overhead).
   uint32_t payload() const { return bytes + (kind == Kind::first ? kFirstFixedPayload : 0); }
 };
 
@@ -38,17 +39,20 @@ struct FragmentPlan {
     uint32_t offset;
   };
   std::vector<End> ends;
-  uint32_t segments = 1;   // segments it touches, the first included
-  uint64_t last_end = 0;   // offset just past the last fragment, in the last segment
+  uint32_t segments = 1;  // segments it touches, the first included
+  uint64_t last_end = 0;  // offset just past the last fragment, in the last segment
 };
 
 // The layout of a record of `len` bytes starting at `start` in a segment
-// whose records end by `capacity` (segment_size - 8).
-FragmentPlan plan_fragments(uint64_t len, uint64_t start, uint64_t capacity);
+// whose records end by `capacity` (segment_size - 8). Each stored fragment
+// carries `overhead` bytes more than its plain payload (16 for the tag of an
+// encrypted record; fragments are never compressed, so their stored size is
+// known before they are written).
+FragmentPlan plan_fragments(uint64_t len, uint64_t start, uint64_t capacity, uint32_t overhead = 0);
 
 // Segments after the current one that a record of `len` bytes may need,
 // wherever it starts: the most plan_fragments() uses when it starts in a
 // fresh segment after a session record, which no other start exceeds.
-uint32_t fragment_segments_needed(uint64_t len, uint64_t segment_size);
+uint32_t fragment_segments_needed(uint64_t len, uint64_t segment_size, uint32_t overhead = 0);
 
 }  // namespace synclog::seg

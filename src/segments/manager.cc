@@ -83,9 +83,9 @@ Result<void> SegmentManager::stop() {
   return result;
 }
 
-Result<void> SegmentManager::write_header(const io::File& file, uint64_t id) const {
+Result<void> SegmentManager::write_header(const io::File& file, const SegmentHeader& h) const {
   std::byte header[kHeaderSize];
-  encode_header(header_for(id), header);
+  encode_header(h, header);
   return file.write_at(0, header);
 }
 
@@ -98,6 +98,21 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
     if (!recycled) (void)io::remove_file(tmp);
     return std::unexpected(std::move(e));
   };
+  // An encrypted segment's key is derived from its id and log id; its
+  // random salt makes its nonces differ from any earlier file that had the
+  // same id (one discarded by recovery, or a copy of the directory).
+  SegmentHeader header = header_for(id);
+  std::optional<SegmentCipher> cipher;
+  if (opt_.key) {
+    auto salt = random_salt();
+    if (!salt) return std::unexpected(salt.error());
+    auto key = derive_segment_key(*opt_.key, opt_.log_id, id);
+    if (!key) return std::unexpected(key.error());
+    header.encrypted = true;
+    header.key_id = opt_.key->id;
+    header.salt = *salt;
+    cipher = SegmentCipher{*key, id, *salt};
+  }
   auto file = io::File::open(
       tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new, opt_.file_perms);
   if (!file) return fail(file.error());
@@ -117,7 +132,7 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
       }
     }
   }
-  if (auto r = write_header(*file, id); !r) return fail(r.error());
+  if (auto r = write_header(*file, header); !r) return fail(r.error());
   if (auto r = file->datasync(); !r) return fail(r.error());
   file->close();
   if (auto r = io::rename_file(tmp, path_of(id)); !r) return fail(r.error());
@@ -130,6 +145,7 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
     }
   }
   auto seg = std::make_unique<Segment>(id, opt_.segment_size, path_of(id));
+  if (cipher) seg->set_cipher(*cipher);
   io::Mapping image;
   if (opt_.kind != SegmentKind::mmap) {
     std::lock_guard lock(images_mu_);
@@ -138,7 +154,7 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
       images_.pop_back();
     }
   }
-  if (auto r = seg->open_image(opt_.kind, header_for(id), std::move(image)); !r) {
+  if (auto r = seg->open_image(opt_.kind, header, std::move(image)); !r) {
     return std::unexpected(r.error());
   }
   return seg;

@@ -46,6 +46,9 @@ struct ManagerOptions {
   // Empty = off.
   std::filesystem::path cdc_dir;
   uint64_t cdc_max_size = 0;  // bytes of files in cdc_dir; 0 = unbounded
+  // With encryption: the master key new segments are written under (its id
+  // goes in their headers, a key derived from it encrypts their records).
+  std::optional<EncryptionKey> key;
 };
 
 struct ManagerStats {
@@ -133,7 +136,7 @@ class SegmentManager {
   void run();
   // Makes one spare (new file or recycled one); called without the lock.
   Result<std::unique_ptr<Segment>> make_spare(uint64_t id, const std::filesystem::path* recycled);
-  Result<void> write_header(const io::File& file, uint64_t id) const;
+  Result<void> write_header(const io::File& file, const SegmentHeader& header) const;
   std::filesystem::path path_of(uint64_t id) const;
   // Links segment `id` (already under its name in the log directory) into
   // cdc_dir with an index naming no durable record, and syncs cdc_dir.

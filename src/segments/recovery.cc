@@ -92,7 +92,8 @@ Result<std::vector<Damage>> read_losses(SegmentReader& segment) {
 
 class Recovery {
  public:
-  Recovery(std::filesystem::path dir, RecoveryMode mode) : dir_(std::move(dir)), mode_(mode) {}
+  Recovery(std::filesystem::path dir, RecoveryMode mode, Keyring* keys, bool sealed_ok)
+      : dir_(std::move(dir)), mode_(mode), keys_(keys), sealed_ok_(sealed_ok && !keys) {}
 
   Result<Recovered> run();
 
@@ -101,6 +102,8 @@ class Recovery {
   Result<SegmentReader> open_segment(uint64_t id, size_t window = SegmentReader::kWindow) const {
     auto r = SegmentReader::open(path_of(id), id, UINT64_MAX, window);
     if (!r) return io_failure(r.error());
+    r->set_keys(keys_);
+    r->set_sealed_ok(sealed_ok_);
     return r;
   }
   // The checks of one header on its own; the log id is decided by the vote
@@ -166,6 +169,8 @@ class Recovery {
 
   const std::filesystem::path dir_;
   const RecoveryMode mode_;
+  Keyring* const keys_;
+  const bool sealed_ok_;
   std::vector<uint64_t> ids_;
   std::vector<uint64_t> unusable_;  // bad headers, already reported (skip-damaged)
   Recovered out_;
@@ -258,6 +263,18 @@ Result<void> Recovery::list() {
     if (!head) return io_failure(head.error());
     Head h{id, size, 0, {}, {}};
     if (auto header = check_header(id, *head, size)) {
+      // A key that cannot be had is a configuration problem, not damage:
+      // no recovery mode may skip a segment for it.
+      if (header->encrypted && !sealed_ok_) {
+        if (!keys_) {
+          return make_error(Errc::invalid_config,
+                            "segment " + std::to_string(id) + " is encrypted under key id " +
+                                std::to_string(header->key_id) +
+                                " and no key source is configured (set encryption=aes-256-gcm "
+                                "with encryption_key_file or Config::encryption_keys)");
+        }
+        if (auto k = keys_->get(header->key_id, id); !k) return std::unexpected(k.error());
+      }
       h.log_id = header->log_id;
       ++votes[h.log_id];
       auto losses = read_losses(*segment);
@@ -354,8 +371,11 @@ Result<std::optional<size_t>> Recovery::at_gap(size_t i, SegmentReader& segment,
     proven = std::max(proven, s->max_marker);
     later_valid |= s->first_valid.has_value();
   }
-  if (here < proven) {
-    const std::string why = reason + " before durable position " + proven.to_string();
+  // A record that validates but fails authentication is damage even at
+  // the end: no torn write makes one.
+  if (here < proven || d.damage) {
+    const std::string why =
+        here < proven ? reason + " before durable position " + proven.to_string() : reason;
     const uint64_t skipped = here_scan.first_valid ? *here_scan.first_valid - here.offset()
                                                    : segment.end() - here.offset();
     switch (mode_at(here)) {
@@ -425,7 +445,8 @@ Result<Recovered> Recovery::run() {
         if (kind == Kind::last && in_fragments) ++rep.records;
         in_fragments = kind == Kind::first || (kind == Kind::middle && in_fragments);
         if (d.record.kind == Kind::data) ++rep.records;
-        if (d.record.kind == Kind::batch) rep.records += batch_count(d.record);
+        // (A sealed batch's count is encrypted: not counted.)
+        if (d.record.kind == Kind::batch && !d.record.sealed) rep.records += batch_count(d.record);
         off += d.record.framed;
         continue;
       }
@@ -504,8 +525,9 @@ Result<Recovered> Recovery::run() {
 
 }  // namespace
 
-Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode) {
-  return Recovery(dir, mode).run();
+Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode, Keyring* keys,
+                          bool sealed_ok) {
+  return Recovery(dir, mode, keys, sealed_ok).run();
 }
 
 }  // namespace synclog::seg

@@ -50,6 +50,14 @@ struct Recovered {
   uint64_t log_id = 0;  // from the segment headers; 0 for an empty directory
 };
 
-[[nodiscard]] Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode);
+class Keyring;
+
+// `keys` (may be null: no key source) decrypts encrypted segments; a
+// segment whose header names a key the keyring cannot give fails recovery
+// with Errc::invalid_config naming the segment and key id.
+// With `sealed_ok` and no keys, encrypted records are taken as their
+// checksums judge them, unauthenticated (synclog-dump without a key file).
+[[nodiscard]] Result<Recovered> recover(const std::filesystem::path& dir, RecoveryMode mode,
+                                        Keyring* keys = nullptr, bool sealed_ok = false);
 
 }  // namespace synclog::seg

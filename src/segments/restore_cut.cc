@@ -113,7 +113,10 @@ Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, con
         case Kind::sync: {
           if (rule.stop != RestoreStop::time) break;
           const std::optional<uint64_t> t = r.marker_time(version);
-          if (!t) break;  // before version 6: no time, vouches for nothing
+          // Before version 6: no time, vouches for nothing. Time 0: the
+          // filler an append leaves when encryption failed after its
+          // reservation (appender.cc), not a sync.
+          if (!t || *t == 0) break;
           if (*t <= rule.time_ns) {
             confirmed = kept;
             confirmed_by = at;

@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 
 #include "io/file.h"
 #include "io/mapping.h"
 #include "segments/format.h"
+#include "segments/transform.h"
 #include "synclog/config.h"
 #include "synclog/error.h"
 
@@ -44,6 +46,10 @@ class Segment {
   const io::Mapping& mapping() const { return mapping_; }
   const io::File& file() const { return file_; }
   SegmentKind kind() const { return kind_; }
+  // The key and salt its header names, if its records are encrypted. Set
+  // before any writer sees the segment.
+  const SegmentCipher* cipher() const { return cipher_ ? &*cipher_ : nullptr; }
+  void set_cipher(const SegmentCipher& c) { cipher_ = c; }
 
   // Next free offset. fetch_add by appenders; values past capacity() mean the
   // segment is full and the one writer that crossed it wrote the end record.
@@ -58,6 +64,7 @@ class Segment {
   SegmentKind kind_ = SegmentKind::mmap;
   io::File file_;
   io::Mapping mapping_;
+  std::optional<SegmentCipher> cipher_;
 };
 
 // "00000000000000000042.seg": the id names the file (F1).

@@ -46,7 +46,7 @@ Result<void> SegmentReader::cover(uint64_t offset, size_t n) {
   return {};
 }
 
-Result<Decoded> SegmentReader::record(uint32_t offset) {
+Result<Decoded> SegmentReader::frame(uint32_t offset) {
   if (auto r = cover(offset, kRecordHeaderSize); !r) return std::unexpected(r.error());
   const uint64_t at = offset - base_;
   const auto header = std::span<const std::byte>(buf_).subspan(
@@ -54,6 +54,87 @@ Result<Decoded> SegmentReader::record(uint32_t offset) {
       std::min<size_t>(kRecordHeaderSize, buf_.size() - std::min<size_t>(at, buf_.size())));
   if (auto r = cover(offset, claimed_framed_size(header)); !r) return std::unexpected(r.error());
   return decode_record(buf_, base_, id_, offset);
+}
+
+Result<Decoded> SegmentReader::record(uint32_t offset) {
+  if (auto r = cover(offset, kRecordHeaderSize); !r) return std::unexpected(r.error());
+  const uint64_t at = offset - base_;
+  const auto header = std::span<const std::byte>(buf_).subspan(
+      std::min<size_t>(at, buf_.size()),
+      std::min<size_t>(kRecordHeaderSize, buf_.size() - std::min<size_t>(at, buf_.size())));
+  if (auto r = cover(offset, claimed_framed_size(header)); !r) return std::unexpected(r.error());
+  Decoded d = decode_record(buf_, base_, id_, offset);
+  if (d.status != Decode::ok || d.record.flags == 0 || raw_) return d;
+  if (!header_) {
+    // Reading the header moves the window: decode the record again after.
+    if (auto h = this->header(); !h) return std::unexpected(h.error());
+    return record(offset);
+  }
+  return untransform(d);
+}
+
+Result<SegmentHeader> SegmentReader::header() {
+  if (header_) return *header_;
+  auto head = bytes(0, kHeaderSize);
+  if (!head) return std::unexpected(head.error());
+  auto h = decode_header(*head);
+  if (!h) {
+    return make_error(h.error().code, "segment " + std::to_string(id_) + ": " + h.error().message);
+  }
+  header_ = *h;
+  return *h;
+}
+
+Result<Decoded> SegmentReader::untransform(Decoded d) {
+  auto bad = [](const char* why, bool damage) {
+    Decoded b{Decode::bad, {}, why};
+    b.damage = damage;
+    return b;
+  };
+  // A writer older than version 6 never set a flag: like any flag on an
+  // old segment, plain damage of the word.
+  if (header_->version < kFirstTransformVersion) return bad("reserved record flags set", false);
+  const RecordView r = d.record;
+  std::span<const std::byte> bytes = r.payload;
+  const uint32_t word = record_word(r.kind, static_cast<uint32_t>(bytes.size()), r.flags);
+  if (r.flags & kEncryptedFlag) {
+    if (!header_->encrypted) return bad("encrypted record in a segment without a key id", true);
+    if (!keys_ && sealed_ok_) {
+      d.record.sealed = true;
+      return d;
+    }
+    if (!cipher_) {
+      if (!keys_) {
+        return make_error(Errc::invalid_config,
+                          "segment " + std::to_string(id_) + " is encrypted under key id " +
+                              std::to_string(header_->key_id) + " and no key source is configured");
+      }
+      auto c = keys_->cipher(header_->key_id, header_->log_id, id_, header_->salt);
+      if (!c) return std::unexpected(c.error());
+      cipher_ = *c;
+    }
+    if (!decrypt(*cipher_, r.offset, word, bytes, &plain_)) {
+      return bad("record fails authentication", true);
+    }
+    bytes = plain_;
+  }
+  const uint32_t code = (r.flags & kCompressionMask) >> kCompressionShift;
+  if (code != 0) {
+    if (const char* why = decompress(code, bytes, &inflated_)) return bad(why, true);
+    bytes = inflated_;
+  }
+  if (const char* why = check_plain(r.kind, static_cast<uint32_t>(bytes.size()))) {
+    return bad(why, true);
+  }
+  d.record.payload = bytes;
+  if (r.kind == Kind::batch) {
+    if (const char* why = check_batch(bytes)) return bad(why, true);
+    d.record.packed = code != 0;
+    if (d.record.packed && !packed_fits(r.payload.size(), batch_count(d.record))) {
+      return bad("compressed batch record shorter than 8 bytes per record", true);
+    }
+  }
+  return d;
 }
 
 Result<std::span<const std::byte>> SegmentReader::bytes(uint64_t offset, size_t n) {
@@ -74,6 +155,9 @@ Result<std::optional<uint32_t>> start_of(SegmentReader& segment, uint64_t begin,
   if (d->status == Decode::ok) return here;
   auto head = segment.bytes(at, kEntryHeader);
   if (!head) return std::unexpected(head.error());
+  // (The entry header of an encrypted or compressed batch is not in the
+  // clear: such a position is found by the caller's walk instead, unless
+  // the bytes there happen to lead to the batch holding it.)
   const auto batch = batch_from_entry(*head, here);
   if (!batch || *batch < begin) return std::nullopt;
   auto b = segment.record(*batch);

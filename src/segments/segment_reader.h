@@ -15,6 +15,7 @@
 
 #include "io/file.h"
 #include "segments/format.h"
+#include "segments/transform.h"
 #include "synclog/error.h"
 
 namespace synclog::seg {
@@ -40,9 +41,27 @@ class SegmentReader {
   // Moves the limit (a tailer's durable position grew); never past the file.
   void set_limit(uint64_t limit);
 
-  // The record at `offset`, as decode_record judges it. The payload stays
-  // valid until the next call.
+  // Master keys for encrypted records (nullptr: none configured; an
+  // encrypted record is then an error naming the segment and key id). The
+  // keyring must outlive the reader.
+  void set_keys(Keyring* keys) { keys_ = keys; }
+  // Records as stored: transformed payloads are not decoded (synclog-dump
+  // without a key).
+  void set_raw(bool raw) { raw_ = raw; }
+  // Without keys, returns encrypted records as stored (RecordView::sealed)
+  // instead of failing: a tool that shows what it can.
+  void set_sealed_ok(bool ok) { sealed_ok_ = ok; }
+  // The segment's header, read once (for transformed records).
+  [[nodiscard]] Result<SegmentHeader> header();
+
+  // The record at `offset`, as decode_record judges it, with a transformed
+  // record's payload decrypted and decompressed (a record that fails that
+  // is bad and marked as damage). The payload stays valid until the next
+  // call.
   [[nodiscard]] Result<Decoded> record(uint32_t offset);
+  // The same without decrypting or decompressing: the checksum's verdict
+  // and the stored payload, for a walk that only steps over records.
+  [[nodiscard]] Result<Decoded> frame(uint32_t offset);
   // Bytes [offset, offset + n), fewer where readable bytes end. Valid until
   // the next call.
   [[nodiscard]] Result<std::span<const std::byte>> bytes(uint64_t offset, size_t n);
@@ -53,6 +72,8 @@ class SegmentReader {
   // Makes the buffer hold [offset, offset + n), or everything readable from
   // offset if less.
   [[nodiscard]] Result<void> cover(uint64_t offset, size_t n);
+  // The plain form of a transformed record that decoded as valid.
+  [[nodiscard]] Result<Decoded> untransform(Decoded d);
 
   io::File file_;
   uint64_t id_ = 0;
@@ -61,6 +82,13 @@ class SegmentReader {
   size_t window_ = kWindow;
   std::vector<std::byte> buf_;  // the segment's bytes [base_, base_ + buf_.size())
   uint64_t base_ = 0;
+  Keyring* keys_ = nullptr;
+  bool raw_ = false;
+  bool sealed_ok_ = false;
+  std::optional<SegmentHeader> header_;
+  std::optional<SegmentCipher> cipher_;
+  std::vector<std::byte> plain_;     // a decrypted payload
+  std::vector<std::byte> inflated_;  // a decompressed payload
 };
 
 // Where a walk of segment `segment` that must not read before `begin` can

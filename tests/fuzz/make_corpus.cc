@@ -169,6 +169,39 @@ int main(int argc, char** argv) {
     check(log->close(), "close");
     write_seed(out, "fragments", {segment(s.path, 1), segment(s.path, 2), segment(s.path, 3)});
   }
+  {  // Transformed records (version 6): zstd and AES-256-GCM under the
+     // fuzz target's key; a compressed batch (packed positions), a record
+     // stored plain (random), an empty one.
+    Scratch s("transformed");
+    Config c = config(s.path);
+    c.compression = Compression::zstd;
+    c.encryption = Encryption::aes_256_gcm;
+    c.encryption_keys = [](std::optional<uint32_t>) -> Result<EncryptionKey> {
+      EncryptionKey k;
+      k.id = 1;
+      for (size_t i = 0; i < k.bytes.size(); ++i) k.bytes[i] = static_cast<std::byte>(0xa0 + i);
+      return k;
+    };
+    auto log = check(Log::open(c), "open");
+    check(log->append(std::string(300, 'a')), "append");
+    const std::string_view batch[] = {"key1=value1", "key2=value2", "", "key3=value3"};
+    check(log->append_batch(batch), "append_batch");
+    check(log->append(record(2, 40)), "append");
+    check(log->append(std::string_view()), "append");
+    check(log->close(), "close");
+    write_seed(out, "transformed", {segment(s.path, 1)});
+  }
+  {  // Compressed only (lz4): no key needed to read it.
+    Scratch s("lz4");
+    Config c = config(s.path);
+    c.compression = Compression::lz4;
+    auto log = check(Log::open(c), "open");
+    check(log->append(std::string(500, 'b')), "append");
+    const std::string_view batch[] = {"aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa"};
+    check(log->append_batch(batch), "append_batch");
+    check(log->close(), "close");
+    write_seed(out, "compressed", {segment(s.path, 1)});
+  }
   {  // The bare header of a fresh segment.
     Scratch s("header");
     auto log = check(Log::open(config(s.path)), "open");

@@ -8,7 +8,9 @@
 // directory is laid anew, opened with Log::open, replayed to the end with
 // the Reader and closed; a log that opened with tolerate_torn_tail or
 // point_in_time is then opened again and must replay exactly the same
-// records (recovery after recovery is stable). The raw bytes also go
+// records (recovery after recovery is stable). The log has a key source
+// (fuzz_key), so encrypted and compressed records (format version 6) are
+// decrypted and decompressed like any others. The raw bytes also go
 // through seg::decode_header and seg::decode_record at every aligned offset.
 //
 // Build: cmake --preset fuzz && cmake --build --preset fuzz
@@ -119,8 +121,22 @@ Replay replay(const Log& log) {
   }
 }
 
+// The key of the seeds with encrypted records (make_corpus.cc has the same):
+// with it, fuzzed encrypted records reach authentication and decompression.
+synclog::Result<synclog::EncryptionKey> fuzz_key(std::optional<uint32_t> id) {
+  synclog::EncryptionKey k;
+  k.id = 1;
+  for (size_t i = 0; i < k.bytes.size(); ++i) k.bytes[i] = static_cast<std::byte>(0xa0 + i);
+  if (id && *id != k.id) {
+    return synclog::make_error(synclog::Errc::invalid_config, "no such fuzz key");
+  }
+  return k;
+}
+
 Config config(RecoveryMode mode) {
   Config c;
+  c.encryption = synclog::Encryption::aes_256_gcm;
+  c.encryption_keys = fuzz_key;
   c.dir = work_dir();
   c.backend = synclog::BackendKind::msync;
   c.segment_kind = synclog::SegmentKind::mmap;
