@@ -295,6 +295,61 @@ TEST(Cdc, ConsumerInAnotherProcessPrintsExactlyTheAcknowledgedRecords) {
   EXPECT_TRUE(d.linked().empty());
 }
 
+// Compressed and encrypted records: with the key file the consumer prints
+// every record at its own position, the records of a compressed ("packed")
+// batch included; without it, each stored record is reported as encrypted
+// and no ciphertext is printed as if it were a record.
+TEST(Cdc, ConsumerOfAnEncryptedCompressedLog) {
+  Dirs d;
+  const fs::path key_file = d.base.path() / "keys";
+  std::ofstream(key_file) << "7 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  fs::permissions(key_file, fs::perms::owner_read | fs::perms::owner_write);
+  Config c = d.config();
+  c.compression = Compression::lz4;
+  c.encryption = Encryption::aes_256_gcm;
+  c.encryption_key_file = key_file;
+  std::vector<Replayed> acked;
+  size_t frames = 0;
+  {
+    auto log = Log::open(c);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::string> batch;
+      for (int i = 0; i < 20; ++i) {
+        batch.push_back("batch " + std::to_string(round) + "/" + std::to_string(i) + " " +
+                        std::string(300, 'a' + static_cast<char>(i % 3)));
+      }
+      std::vector<std::string_view> views(batch.begin(), batch.end());
+      auto positions = (*log)->append_batch(views);
+      ASSERT_TRUE(positions.has_value()) << positions.error().describe();
+      for (size_t i = 0; i < batch.size(); ++i) acked.push_back({(*positions)[i], batch[i]});
+      ++frames;
+      const std::string single = "single " + std::to_string(round) + std::string(500, 'z');
+      auto pos = (*log)->append(single);
+      ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+      acked.push_back({*pos, single});
+      ++frames;
+    }
+    ASSERT_GT((*log)->stats().stored_bytes, 0u);
+    ASSERT_LT((*log)->stats().stored_bytes, (*log)->stats().bytes) << "nothing was compressed";
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const Output sealed = follow({d.cdc().string(), "--json", "--until-idle", "300ms"});
+  ASSERT_EQ(sealed.rc, 0) << sealed.err;
+  size_t lines = 0;
+  std::istringstream in(sealed.out);
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j.value("encrypted_without_key", false)) << line;
+    EXPECT_FALSE(j.contains("payload_hex")) << line;
+  }
+  EXPECT_EQ(lines, frames);
+  const Output out = follow(
+      {d.cdc().string(), "--json", "--key-file", key_file.string(), "--until-idle", "300ms"});
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(same_records(parse_follow(out.out), acked)) << out.out;
+}
+
 // Periodic mode with a sync that never comes on its own: the records written
 // after the last sync are in the file (for mmap, in the shared mapping)
 // but not durable, and the consumer must not print them.
