@@ -735,6 +735,86 @@ TEST(ArchiveChain, ArchiveOnlyRestoreEndsBeforeARecordThatRunsIntoTheActiveSegme
   EXPECT_TRUE(same_records(*got, std::vector<Replayed>(acked.begin(), acked.end() - 1)));
 }
 
+// A process crash leaves its archive_command running. Here it has read
+// the start of segment 1 and writes its copy only after the next session
+// has archived segment 1 itself, released it and appended on (reusing
+// recycled files as spares). The late copy must still be the segment's
+// bytes: a restore from that archive gives every record back.
+TEST(ArchiveChain, ArchiveCommandOutlivingACrashCannotSpoilTheArchive) {
+  TempDir dir;
+  const fs::path log_dir = dir.path() / "log", arch = dir.path() / "archive";
+  const fs::path started = dir.path() / "started", go = dir.path() / "go",
+                 finished = dir.path() / "finished";
+  fs::create_directories(log_dir);
+  fs::create_directories(arch);
+  Config cfg = small_config(log_dir);
+  // cat reads ahead what the pipe takes, then the rest once `go` exists.
+  cfg.archive_command = "touch " + started.string() + "; cat %p | (while [ ! -e " + go.string() +
+                        " ]; do sleep 0.01; done; cat > " + arch.string() + "/%f; touch " +
+                        finished.string() + ")";
+  std::vector<Replayed> acked;
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) {
+    auto log = Log::open(cfg);
+    if (!log) ::_exit(3);
+    for (uint64_t i = 0; i < 200; ++i) {
+      if (!(*log)->append(make_record(1, i, 4000))) ::_exit(4);
+    }
+    for (int i = 0; i < 2000 && !fs::exists(started); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::_exit(9);  // the command for segment 1 is running
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9) << status;
+  ASSERT_TRUE(fs::exists(started));
+
+  cfg.archive_command = "cp %p " + arch.string() + "/%f";
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    acked = read_all(**log);
+    ASSERT_EQ(acked.size(), 200u);
+    auto wait_archived = [&] {
+      for (int i = 0; i < 2000 && (*log)->stats().archive_pending != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ASSERT_EQ((*log)->stats().archive_pending, 0u) << (*log)->stats().archive_error;
+    };
+    wait_archived();
+    auto released = (*log)->release_before((*log)->durable());
+    ASSERT_TRUE(released.has_value()) << released.error().describe();
+    ASSERT_FALSE(released->ids.empty());
+    ASSERT_EQ(released->ids.front(), 1u);
+    for (uint64_t i = 0; i < 300; ++i) {
+      std::string rec = make_record(2, i, 4000);
+      auto pos = (*log)->append(rec);
+      ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+      acked.push_back({*pos, rec});
+    }
+    wait_archived();
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  std::ofstream(go).put('1');
+  for (int i = 0; i < 2000 && !fs::exists(finished); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(fs::exists(finished)) << "the crashed process's archive command never finished";
+
+  RestoreOptions o;
+  o.archive = arch;
+  o.live = log_dir;
+  o.target = dir.path() / "restored";
+  auto report = restore(o);
+  ASSERT_TRUE(report.has_value()) << report.error().describe();
+  auto got = replay_all(small_config(o.target));
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  EXPECT_TRUE(same_records(*got, acked));
+}
+
 TEST(ArchiveChain, RandomHistoriesRestoreWhatWasAcknowledged) {
   const int histories =
       static_cast<int>(env_long("SYNCLOG_ARCHIVE_CHAIN_HISTORIES", kSanitized ? 3 : 10));
