@@ -40,6 +40,14 @@
 //     (the one close() completed, archived only by a later session); the
 //     last session's small records make that boundary exact.
 //
+// Between sessions the parent (a child subreaper) waits for any archive
+// command a crashed child left running, so each history is reproducible
+// from its seed. Two fixed cases stand beside the random histories: a
+// record in fragments running from the last archived segment into the
+// active one (absent from an archive-only restore, everything before it
+// present), and an archive command that outlives a crash and writes its
+// copy after the next session released and recycled past its segment.
+//
 // SYNCLOG_ARCHIVE_CHAIN_HISTORIES (default 10) and SYNCLOG_ARCHIVE_CHAIN_SEED
 // size and seed the run; SYNCLOG_ARCHIVE_CHAIN_HISTORY=<seed> runs the one
 // history a failure names.
