@@ -306,6 +306,17 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     // A state of another log (the directory was emptied and a new log
     // begun) says nothing about this one's segments.
     if (*state && (*state)->log_id == mo.log_id) ao.through = (*state)->through;
+    if (!config.archive_command.empty()) {
+      // A crashed process's command for the first unarchived segment may
+      // still be copying it (a shell outlives its parent). Recycling that
+      // file would feed the copy a spare's bytes, and the late copy would
+      // overwrite the good one this session makes: delete it instead.
+      for (uint64_t id : impl->manager->segment_ids()) {
+        if (id <= ao.through) continue;
+        impl->manager->never_recycle(id);
+        break;
+      }
+    }
     ao.file_perms = config.file_perms();
     impl->archiver = std::make_unique<Archiver>(std::move(ao), *impl->manager, *impl->driver);
     impl->archiver->start();

@@ -338,7 +338,7 @@ Result<void> SegmentManager::release(const std::vector<uint64_t>& ids, Released*
                                                       " cannot be released before segment " +
                                                       std::to_string(segments_.begin()->first));
       }
-      recycle = opt_.recycle && it->second.size == opt_.segment_size &&
+      recycle = opt_.recycle && id != never_recycle_ && it->second.size == opt_.segment_size &&
                 to_recycle_.size() + pending_recycles_ < opt_.spares;
       if (recycle) ++pending_recycles_;
     }

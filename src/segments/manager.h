@@ -104,6 +104,13 @@ class SegmentManager {
   // fails with that error.
   // `done` (if given) gets what was let go, also when it fails part-way.
   [[nodiscard]] Result<void> release(const std::vector<uint64_t>& ids, Released* done = nullptr);
+  // release() deletes this segment instead of recycling it: a reader that
+  // may still hold it open (an archive command a crashed process left
+  // running) then keeps reading its bytes, never a spare's new ones.
+  void never_recycle(uint64_t id) {
+    std::lock_guard lock(mu_);
+    never_recycle_ = id;
+  }
 
   // Lets go of a complete, synced segment's file and image. A direct or
   // buffered segment's image (private memory as large as the file) is kept
@@ -168,6 +175,7 @@ class SegmentManager {
   std::string last_error_;
   std::optional<Error> release_failure_;  // a failed directory fsync in release()
   uint32_t pending_recycles_ = 0;         // renames in flight in release()
+  uint64_t never_recycle_ = 0;            // 0: none
   bool ids_exhausted_ = false;            // next_id_ is past kMaxSegmentId: permanent
   bool cdc_waiting_ = false;              // no spare is made until cdc_dir has room
   std::vector<uint64_t> cdc_linked_;      // this session's links, ascending
