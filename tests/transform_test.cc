@@ -225,6 +225,23 @@ Located locate(const std::string& file, uint32_t offset) {
   return {offset, word};
 }
 
+// The offset of the second data record in a segment's bytes (0 if none):
+// the first is at 80, after the session record.
+uint32_t second_data_record(const std::string& file) {
+  for (uint32_t off = 112; off + 8 < file.size(); off += 8) {
+    if (((locate(file, off).word >> 24) & 0xf) == 1) return off;
+  }
+  return 0;
+}
+
+// Opens `files`, written into `copy`, with `cfg` (its dir replaced).
+Result<std::unique_ptr<Log>> open_copy(const TempDir& copy, const Config& cfg, const Files& files) {
+  write_segments(copy.path(), files);
+  Config c = cfg;
+  c.dir = copy.path();
+  return Log::open(c);
+}
+
 void recompute_crc(std::string* file, uint64_t segment_id, uint32_t offset) {
   uint32_t word = 0;
   std::memcpy(&word, file->data() + offset + 4, 4);
@@ -282,10 +299,7 @@ TEST(TransformDamage, EveryFlippedByteOfAnEncryptedRecordIsDamageNeverARecord) {
   Files damaged = clean;
   damaged[1][rec.offset + 8] ^= 0x01;
   TempDir copy;
-  write_segments(copy.path(), damaged);
-  Config c = cfg;
-  c.dir = copy.path();
-  auto log = Log::open(c);
+  auto log = open_copy(copy, cfg, damaged);
   ASSERT_FALSE(log.has_value());
   EXPECT_NE(log.error().message.find("record checksum mismatch"), std::string::npos)
       << log.error().message;
@@ -303,22 +317,13 @@ TEST(TransformDamage, AFrameMovedElsewhereFailsAuthenticationEvenWithItsChecksum
     ASSERT_TRUE((*log)->close().has_value());
   }
   Files files = load_segments(dir.path());
-  // Find the second data record and copy the first one's frame over it.
-  uint32_t second = 0;
-  for (uint32_t off = 112; off + 8 < files[1].size(); off += 8) {
-    if (((locate(files[1], off).word >> 24) & 0xf) == 1) {
-      second = off;
-      break;
-    }
-  }
+  // Copy the first data record's frame over the second one.
+  const uint32_t second = second_data_record(files[1]);
   ASSERT_NE(second, 0u);
   std::memcpy(files[1].data() + second, files[1].data() + 80, 32);
   recompute_crc(&files[1], 1, second);
   TempDir copy;
-  write_segments(copy.path(), files);
-  Config c = cfg;
-  c.dir = copy.path();
-  auto log = Log::open(c);
+  auto log = open_copy(copy, cfg, files);
   ASSERT_FALSE(log.has_value());
   EXPECT_NE(log.error().message.find("record fails authentication"), std::string::npos)
       << log.error().message;
@@ -336,13 +341,7 @@ TEST(TransformDamage, AnAuthenticationFailureAtTheTailIsDamageNotATornWrite) {
     ASSERT_TRUE((*log)->close().has_value());
   }
   Files files = load_segments(dir.path());
-  uint32_t second = 0;
-  for (uint32_t off = 112; off + 8 < files[1].size(); off += 8) {
-    if (((locate(files[1], off).word >> 24) & 0xf) == 1) {
-      second = off;
-      break;
-    }
-  }
+  const uint32_t second = second_data_record(files[1]);
   ASSERT_NE(second, 0u);
   // Nothing after the record: no marker proves it durable, so a bad record
   // there would pass for a torn write, but this one has a valid checksum.
@@ -350,10 +349,7 @@ TEST(TransformDamage, AnAuthenticationFailureAtTheTailIsDamageNotATornWrite) {
   files[1][second + 8] ^= 0x04;
   recompute_crc(&files[1], 1, second);
   TempDir copy;
-  write_segments(copy.path(), files);
-  Config c = cfg;
-  c.dir = copy.path();
-  auto log = Log::open(c);
+  auto log = open_copy(copy, cfg, files);
   ASSERT_FALSE(log.has_value()) << "taken for a torn tail";
   EXPECT_EQ(log.error().code, Errc::corruption);
   EXPECT_NE(log.error().message.find("offset " + std::to_string(second) +

@@ -35,31 +35,22 @@ bool user_kind(seg::Kind k) {
 
 void show(const Common& c, Position at, const seg::RecordView& r) {
   // Encrypted and no key given: say so, never print ciphertext as a record.
-  if (r.sealed) {
-    if (c.json) {
-      emit({{"position", to_json(at)},
-            {"segment", at.segment()},
-            {"offset", at.offset()},
-            {"kind", kind_name(r.kind)},
-            {"size", r.payload.size()},
-            {"encrypted_without_key", true}});
-    } else {
-      std::printf("%s %s %zu bytes (encrypted; pass --key-file to decrypt)\n",
-                  at.to_string().c_str(), kind_name(r.kind), r.payload.size());
-    }
-    return;
-  }
   if (c.json) {
-    emit({{"position", to_json(at)},
-          {"segment", at.segment()},
-          {"offset", at.offset()},
-          {"kind", kind_name(r.kind)},
-          {"size", r.payload.size()},
-          {"payload_hex", hex_string(r.payload)}});
+    json j = {{"position", to_json(at)},
+              {"segment", at.segment()},
+              {"offset", at.offset()},
+              {"kind", kind_name(r.kind)},
+              {"size", r.payload.size()}};
+    if (r.sealed) {
+      j["encrypted_without_key"] = true;
+    } else {
+      j["payload_hex"] = hex_string(r.payload);
+    }
+    emit(j);
     return;
   }
   std::printf("%s %s %zu bytes %s\n", at.to_string().c_str(), kind_name(r.kind), r.payload.size(),
-              preview(r.payload).c_str());
+              r.sealed ? "(encrypted; pass --key-file to decrypt)" : preview(r.payload).c_str());
 }
 
 // The segment ids linked in `dir` above `after`, ascending.

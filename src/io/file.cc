@@ -291,4 +291,15 @@ Result<void> remove_dir(const std::filesystem::path& dir) {
   return {};
 }
 
+Result<void> replace_file(const std::filesystem::path& path, const std::filesystem::path& tmp,
+                          std::span<const std::byte> bytes, uint32_t perms) {
+  auto file = File::open(tmp, File::Mode::create_or_open, perms);
+  if (!file) return std::unexpected(file.error());
+  if (auto r = file->write_at(0, bytes); !r) return r;
+  if (auto r = file->truncate(bytes.size()); !r) return r;
+  if (auto r = file->datasync(); !r) return r;
+  file->close();
+  return rename_file(tmp, path);
+}
+
 }  // namespace synclog::io

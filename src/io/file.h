@@ -67,6 +67,14 @@ class File {
 [[nodiscard]] Result<void> rename_file(const std::filesystem::path& from,
                                        const std::filesystem::path& to);
 [[nodiscard]] Result<void> remove_file(const std::filesystem::path& path);
+// Replaces `path` with `bytes` through `tmp`: written, cut to size (a longer
+// file a crash left keeps no stale tail), fdatasynced, then renamed over
+// `path`, so a crash leaves the old contents or the new ones, never a torn
+// file. The directory is not synced: callers that need the rename durable
+// sync it.
+[[nodiscard]] Result<void> replace_file(const std::filesystem::path& path,
+                                        const std::filesystem::path& tmp,
+                                        std::span<const std::byte> bytes, uint32_t perms);
 // Fails unless `dir` is an existing directory this process can write into.
 [[nodiscard]] Result<void> check_writable_dir(const std::filesystem::path& dir);
 // Creates `dir` (its parent must exist) with `perms`, and makes its entry

@@ -50,14 +50,10 @@ Result<void> store_archive_state(const std::filesystem::path& dir, const Archive
                                  uint32_t perms) {
   const auto tmp = dir / seg::kArchiveStateTemp;
   const std::string text = encode(state);
-  auto file = io::File::open(tmp, io::File::Mode::create_or_open, perms);
-  if (!file) return std::unexpected(file.error());
-  if (auto r = file->write_at(0, std::as_bytes(std::span(text))); !r) return r;
-  // A longer file left by a crash keeps no stale tail.
-  if (auto r = file->truncate(text.size()); !r) return r;
-  if (auto r = file->datasync(); !r) return r;
-  file->close();
-  if (auto r = io::rename_file(tmp, dir / seg::kArchiveStateName); !r) return r;
+  if (auto r = io::replace_file(dir / seg::kArchiveStateName, tmp, std::as_bytes(std::span(text)),
+                                perms);
+      !r)
+    return r;
   return io::sync_dir(dir);
 }
 

@@ -65,17 +65,11 @@ Result<void> store_cdc_index(const std::filesystem::path& cdc_dir, uint64_t id,
   const auto path = cdc_dir / cdc_index_name(id);
   const auto tmp = cdc_dir / (cdc_index_name(id) + ".tmp");
   const std::string text = encode_cdc_index(index);
-  auto file = io::File::open(tmp, io::File::Mode::create_or_open, perms);
-  if (!file) return std::unexpected(file.error());
-  if (auto r = file->write_at(0, std::as_bytes(std::span(text))); !r) return r;
-  if (auto r = file->truncate(text.size()); !r) return r;
   // Synced before the rename: after a power loss the name holds the old
   // index or this one, never an empty file. The rename itself is not
   // synced: losing it leaves the older, smaller offset, which is still
   // durable.
-  if (auto r = file->datasync(); !r) return r;
-  file->close();
-  return io::rename_file(tmp, path);
+  return io::replace_file(path, tmp, std::as_bytes(std::span(text)), perms);
 }
 
 }  // namespace synclog::seg
