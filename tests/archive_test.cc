@@ -29,16 +29,6 @@ std::string expand_for_test(const std::string& command, const fs::path& path) {
   return expand_archive_command(command, path);
 }
 
-// Polls `done` until it holds or 20 s pass.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;

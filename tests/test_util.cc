@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "segments/segment.h"
 #include "sync/direct_sync.h"
@@ -142,6 +144,15 @@ bool direct_writes_durable_at_completion(const Config& config) {
   auto choice = sync::choose_direct_sync(config);
   EXPECT_TRUE(choice.has_value()) << choice.error().describe();
   return choice && choice->use == DirectSync::dsync;
+}
+
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 }  // namespace synclog::test

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -124,6 +125,10 @@ bool direct_writes_durable_at_completion(const Config& config);
 // holding exactly such a set: for tests that damage copies of a log.
 using Files = std::map<uint64_t, std::string>;
 Files load_segments(const std::filesystem::path& dir);
+
+// Polls `done` every 10 ms until it holds (true) or 20 s pass (false): for
+// what a background thread of the log does, never as a time limit.
+bool eventually(const std::function<bool()>& done);
 void write_segments(const std::filesystem::path& dir, const Files& files);
 
 }  // namespace synclog::test

@@ -57,13 +57,9 @@ Result<Decoded> SegmentReader::frame(uint32_t offset) {
 }
 
 Result<Decoded> SegmentReader::record(uint32_t offset) {
-  if (auto r = cover(offset, kRecordHeaderSize); !r) return std::unexpected(r.error());
-  const uint64_t at = offset - base_;
-  const auto header = std::span<const std::byte>(buf_).subspan(
-      std::min<size_t>(at, buf_.size()),
-      std::min<size_t>(kRecordHeaderSize, buf_.size() - std::min<size_t>(at, buf_.size())));
-  if (auto r = cover(offset, claimed_framed_size(header)); !r) return std::unexpected(r.error());
-  Decoded d = decode_record(buf_, base_, id_, offset);
+  auto framed = frame(offset);
+  if (!framed) return framed;
+  Decoded d = *framed;
   if (d.status != Decode::ok || d.record.flags == 0 || raw_) return d;
   if (!header_) {
     // Reading the header moves the window: decode the record again after.
