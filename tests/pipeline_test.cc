@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -135,6 +137,97 @@ TEST_P(Pipeline, ALaterSyncFinishingFirstPublishesNothing) {
   ASSERT_EQ(replayed->size(), 3u);
   EXPECT_EQ((*replayed)[1].data, std::string(3000, 'a'));
   EXPECT_EQ((*replayed)[2].data, std::string(3000, 'b'));
+}
+
+// Holds the first direct write after arm() before it starts, then fails it
+// with EIO once released.
+class HoldThenFail : public io::Hook {
+ public:
+  int before(const io::Event& e) override {
+    if (e.op != io::Op::direct_write) return 0;
+    std::unique_lock lock(mu_);
+    if (!armed_) return 0;
+    armed_ = false;
+    holding_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    return EIO;
+  }
+  void arm() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+  }
+  bool wait_holding() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return holding_; });
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, holding_ = false, released_ = false;
+};
+
+// A sync without a marker (its segment had no room for one) makes the next
+// sync wait for it before writing. If the first one fails, the waiting one
+// must learn of it: its appends fail, and close() returns. Before the fix
+// the waiting lane slept for ever and close() hung joining it.
+TEST_P(Pipeline, ASyncWaitingForAFailedSyncBeforeItsOwnFailsToo) {
+  TempDir dir;
+  HoldThenFail gate;
+  HookGuard guard(&gate);
+  Config cfg = pipelined(dir.path(), GetParam());
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  // Fill the first segment past its middle, so that one record can end
+  // exactly at its capacity (no room left for the marker of its sync).
+  const uint64_t capacity = cfg.segment_size - 8;
+  while ((*log)->durable().offset() < capacity / 2 + 4096) {
+    ASSERT_TRUE((*log)->append(std::string(8000, 'f')).has_value());
+  }
+  const Position head = (*log)->durable();
+  ASSERT_EQ(head.segment(), 1u);
+  const uint64_t fill = capacity - head.offset() - 8;  // payload of a record ending at capacity
+  ASSERT_LE(fill, cfg.max_unfragmented_size());
+  std::atomic<int> failed{0};
+  auto expect_failure = [&](Result<Position> r) {
+    EXPECT_FALSE(r.has_value());
+    failed.fetch_add(1);
+  };
+  gate.arm();
+  auto last = (*log)->append_async(std::string(fill, 'l'), expect_failure);
+  ASSERT_TRUE(last.has_value()) << last.error().describe();
+  EXPECT_EQ(last->offset(), head.offset());
+  ASSERT_TRUE(gate.wait_holding()) << "the marker-less sync never wrote";
+  // The next record opens segment 2; its sync waits for the held one.
+  auto next = (*log)->append_async("next", expect_failure);
+  ASSERT_TRUE(next.has_value()) << next.error().describe();
+  EXPECT_EQ(next->segment(), 2u);
+  std::this_thread::sleep_for(100ms);  // let that sync start waiting
+  gate.release();
+  if (!eventually([&] { return failed.load() == 2; })) {
+    (void)log->release();  // its close() would hang: leave it
+    FAIL() << "the sync behind the failed one never ended (" << failed.load()
+           << " of 2 completions)";
+  }
+  // close() in a thread of its own: before the fix it never returned.
+  auto closed = std::make_shared<std::atomic<int>>(0);  // 1 = error, 2 = ok
+  Log* raw = log->get();
+  std::thread closer([raw, closed] { closed->store(raw->close().has_value() ? 2 : 1); });
+  if (!eventually([&] { return closed->load() != 0; })) {
+    closer.detach();
+    (void)log->release();
+    FAIL() << "close() never returned: a sync still waits for the failed one";
+  }
+  closer.join();
+  EXPECT_EQ(closed->load(), 1) << "close() after a failed sync must report it";
 }
 
 // Many writers, blocking and asynchronous, over many segments: every record

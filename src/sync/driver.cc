@@ -384,6 +384,15 @@ void Driver::fail(Error error) {
     if (!failure_) failure_ = std::move(error);
   }
   failed_.store(true);
+  {
+    // A sync waiting in complete() for the one before it (which had no
+    // marker) must wake: that one will never publish. try_lock, since
+    // publish() can fail from under publish_mu_; any holder keeps a waiter
+    // out of the gap between its check and its sleep, so the notify below
+    // cannot be lost.
+    std::unique_lock gap(publish_mu_, std::try_to_lock);
+  }
+  publish_cv_.notify_all();
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   tell_watchers();
