@@ -178,6 +178,18 @@ std::vector<Replayed> first(const std::vector<Replayed>& all, size_t n) {
   return std::vector<Replayed>(all.begin(), all.begin() + static_cast<ptrdiff_t>(n));
 }
 
+// How many records a restore to times[k] may keep: k, or k - 1 when record
+// k - 1 is the last of its segment. Its sync then may have had no room for
+// a marker (tail=pad pads the marker to a block), and only a marker carries
+// a time; the next marker began after the stop time (docs/durability.md,
+// Restore).
+bool time_stop_keeps(const std::vector<Replayed>& restored, const std::vector<Replayed>& all,
+                     size_t k) {
+  if (same_records(restored, first(all, k))) return true;
+  return k >= 1 && k < all.size() && all[k].position.segment() > all[k - 1].position.segment() &&
+         same_records(restored, first(all, k - 1));
+}
+
 TEST(Restore, ToTheEndFromTheArchiveAlone) {
   History h;
   h.write(120);
@@ -273,8 +285,7 @@ TEST(Restore, ToATimeKeepsExactlyTheRecordsAcknowledgedBeforeIt) {
     auto r = restore(o);
     ASSERT_TRUE(r.has_value()) << k << ": " << r.error().describe();
     EXPECT_EQ(r->stop, RestoreStop::time);
-    EXPECT_EQ(r->records, k) << r->reason;
-    EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k))) << k << ": " << r->reason;
+    EXPECT_TRUE(time_stop_keeps(h.replay_restored(), h.records, k)) << k << ": " << r->reason;
   }
   // Before the first record: nothing to restore, said so.
   fs::remove_all(h.target());
@@ -424,7 +435,7 @@ TEST(Restore, FragmentedRecordsStayWhole) {
     o.time_ns = h.times[k];
     r = restore(o);
     ASSERT_TRUE(r.has_value()) << r.error().describe();
-    EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k)));
+    EXPECT_TRUE(time_stop_keeps(h.replay_restored(), h.records, k));
   }
   fs::remove_all(h.target());
   auto r = restore(h.options());
