@@ -477,8 +477,10 @@ class History {
   bool session(const SessionPlan& plan) {
     ++totals_->sessions;
     if (plan.crash_at >= 0) ++totals_->crashes;
+    // The main thread alone, and under ThreadSanitizer its background
+    // thread (TSan counts only user threads when it checks a fork()).
     const size_t threads = user_threads();
-    if (threads != 1) {
+    if (threads != (kThreadSanitized ? 2 : 1)) {
       ADD_FAILURE() << where() << ": " << threads << " threads before fork()";
       return false;
     }
