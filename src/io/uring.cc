@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -49,6 +50,7 @@ Result<Uring> Uring::create(unsigned entries, unsigned file_slots, unsigned buff
   Uring u;
   u.ring_ = std::move(ring);
   u.paths_.resize(file_slots);
+  u.pending_.reserve(entries * 2);  // the completion queue's size: no allocation per request
   if ((rc = io_uring_register_files_sparse(&u.ring_->ring, file_slots)) < 0) {
     return make_error(Errc::unsupported,
                       std::string("io_uring cannot register files: ") + std::strerror(-rc), -rc);
@@ -79,13 +81,14 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
                         uint64_t offset, int rw_flags, uint64_t user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   if (sqe == nullptr) return false;
+  const uint64_t tag = track(user_data);
   if (Hook* h = current_hook()) {
     const int err = h->before(Event{Op::direct_write, paths_[file_slot], offset, len, data});
-    traced_.push_back(Traced{user_data, file_slot, data, len, offset, false, -err});
+    traced_.push_back(Traced{tag, file_slot, data, len, offset, false, -err});
     if (err != 0) {
       // The write is not done; its completion reports the injected error.
       io_uring_prep_nop(sqe);
-      io_uring_sqe_set_data64(sqe, user_data);
+      io_uring_sqe_set_data64(sqe, tag);
       ++queued_;
       return true;
     }
@@ -97,7 +100,7 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
   }
   sqe->flags |= IOSQE_FIXED_FILE;
   sqe->rw_flags = rw_flags;
-  io_uring_sqe_set_data64(sqe, user_data);
+  io_uring_sqe_set_data64(sqe, tag);
   ++queued_;
   return true;
 }
@@ -105,21 +108,28 @@ bool Uring::queue_write(unsigned file_slot, int buffer_slot, const std::byte* da
 bool Uring::queue_datasync(unsigned file_slot, uint64_t user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   if (sqe == nullptr) return false;
+  const uint64_t tag = track(user_data);
   if (Hook* h = current_hook()) {
     const int err = h->before(Event{Op::datasync, paths_[file_slot]});
-    traced_.push_back(Traced{user_data, file_slot, nullptr, 0, 0, true, -err});
+    traced_.push_back(Traced{tag, file_slot, nullptr, 0, 0, true, -err});
     if (err != 0) {
       io_uring_prep_nop(sqe);
-      io_uring_sqe_set_data64(sqe, user_data);
+      io_uring_sqe_set_data64(sqe, tag);
       ++queued_;
       return true;
     }
   }
   io_uring_prep_fsync(sqe, static_cast<int>(file_slot), IORING_FSYNC_DATASYNC);
   sqe->flags |= IOSQE_FIXED_FILE;
-  io_uring_sqe_set_data64(sqe, user_data);
+  io_uring_sqe_set_data64(sqe, tag);
   ++queued_;
   return true;
+}
+
+uint64_t Uring::track(uint64_t user_data) {
+  const uint64_t tag = next_tag_++;
+  pending_.push_back(Pending{tag, user_data});
+  return tag;
 }
 
 Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
@@ -133,6 +143,8 @@ Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
       if (rc == 0) rc = io_uring_submit_and_wait(&ring_->ring, wait_for);
     } while (rc == -EINTR);
     if (rc >= 0) {
+      // A signal may have cut the wait short: rc counts submissions, and
+      // fewer than `wait_for` completions (even none) may be ready.
       const unsigned taken = std::min(static_cast<unsigned>(rc), queued_);
       queued_ -= taken;
       in_kernel_ += taken;
@@ -148,7 +160,8 @@ Result<unsigned> Uring::submit_and_collect(unsigned wait_for) {
     // queued operations stay queued. Hand over what has completed, which
     // frees both; with nothing to reap, pause and try again.
     if (in_kernel_ > 0) (void)io_uring_get_events(&ring_->ring);
-    if (const unsigned n = collect(); n > 0) return n;
+    auto n = collect();
+    if (!n || *n > 0) return n;
     if (attempt >= kBusyRetries) {
       return make_error(Errc::io_error,
                         "io_uring submit: " + std::string(std::strerror(-rc)) + " " +
@@ -171,26 +184,45 @@ Result<unsigned> Uring::wait_and_collect() {
   return collect();
 }
 
-unsigned Uring::collect() {
+Result<unsigned> Uring::collect() {
   unsigned n = 0;
+  unsigned seen = 0;
   unsigned head;
   io_uring_cqe* cqe;
+  std::optional<uint64_t> stray;
   io_uring_for_each_cqe(&ring_->ring, head, cqe) {
     if (n == std::size(completions_)) break;
-    completions_[n++] = Completion{io_uring_cqe_get_data64(cqe), cqe->res};
+    ++seen;
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.tag == tag; });
+    if (it == pending_.end()) {
+      stray = tag;
+      continue;
+    }
+    completions_[n] = Completion{it->user_data, cqe->res};
+    *it = pending_.back();
+    pending_.pop_back();
+    if (!traced_.empty()) trace_completion(tag, completions_[n]);
+    ++n;
   }
-  io_uring_cq_advance(&ring_->ring, n);
-  in_kernel_ -= std::min(n, in_kernel_);
-  if (!traced_.empty()) {
-    for (unsigned i = 0; i < n; ++i) trace_completion(completions_[i]);
+  io_uring_cq_advance(&ring_->ring, seen);
+  in_kernel_ -= std::min(seen, in_kernel_);
+  if (stray) {
+    // Taking it for some request's completion would acknowledge a write
+    // that may not have happened: the ring can no longer be trusted.
+    broken_ = make_error(Errc::io_error, "io_uring completion with tag " + std::to_string(*stray) +
+                                             ", which names no outstanding request")
+                  .error();
+    return std::unexpected(*broken_);
   }
   return n;
 }
 
-void Uring::trace_completion(Completion& c) {
+void Uring::trace_completion(uint64_t tag, Completion& c) {
   for (size_t i = 0; i < traced_.size(); ++i) {
     Traced t = traced_[i];
-    if (t.user_data != c.user_data) continue;
+    if (t.tag != tag) continue;
     traced_.erase(traced_.begin() + static_cast<ptrdiff_t>(i));
     if (t.injected != 0) {
       c.result = t.injected;

@@ -1,6 +1,15 @@
 // A thin io_uring wrapper (liburing): one ring, fixed-file and fixed-buffer
 // tables, write and fdatasync submissions, completion reaping. Errors come
 // back as values; completion results are the kernel's (bytes or -errno).
+//
+// Any wait can return early: a signal cuts io_uring_enter's wait short and
+// it returns the number submitted, not EINTR. So nothing here assumes a
+// call reaped what it waited for: callers count their completions. Every
+// request carries a tag of its own (never reused) in the kernel's
+// user_data, and a completion is handed over only for a tag that is
+// outstanding, translated back to the caller's user_data; any other
+// completion breaks the ring. idle() tells a caller starting new work that
+// no earlier request can still complete under it.
 #pragma once
 
 #include <cstddef>
@@ -61,6 +70,8 @@ class Uring {
 
   // Operations submitted to the kernel whose completions are not reaped.
   unsigned in_kernel() const { return in_kernel_; }
+  // Nothing queued, nothing in the kernel: no completion can arrive.
+  bool idle() const { return pending_.empty(); }
 
   // Waits, submitting nothing, until every operation the kernel took has
   // completed, handing each completion to `on_completion`. For error paths:
@@ -84,12 +95,14 @@ class Uring {
   Uring() = default;
   Result<unsigned> submit_and_collect(unsigned wait_for);
   Result<unsigned> wait_and_collect();
-  unsigned collect();
+  Result<unsigned> collect();
+  // A tag for a new request whose caller knows it as `user_data`.
+  uint64_t track(uint64_t user_data);
 
   // What the test hook (io/hook.h) sees: queued writes by user_data, and
   // results it injected. Only used while a hook is installed.
   struct Traced {
-    uint64_t user_data;
+    uint64_t tag;
     unsigned slot;
     const std::byte* data;
     uint32_t len;
@@ -97,9 +110,17 @@ class Uring {
     bool datasync;
     int injected;  // -errno, or 0
   };
-  void trace_completion(Completion& c);
+  void trace_completion(uint64_t tag, Completion& c);
+
+  // Requests queued or in the kernel: their tag, and the caller's user_data.
+  struct Pending {
+    uint64_t tag;
+    uint64_t user_data;
+  };
 
   std::unique_ptr<Ring> ring_;
+  std::vector<Pending> pending_;
+  uint64_t next_tag_ = 1;
   unsigned queued_ = 0;     // prepared, not yet taken by the kernel
   unsigned in_kernel_ = 0;  // taken by the kernel, completion not reaped
   std::optional<Error> broken_;

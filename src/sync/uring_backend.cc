@@ -39,11 +39,16 @@ Result<int> UringBackend::one(const std::byte* data, int rw_flags) {
                             ? ring_.queue_write(0, -1, data, block_, block_, rw_flags, 0)
                             : ring_.queue_datasync(0, 0);
     if (!queued) return make_error(Errc::io_error, "io_uring queue full");
-    int result = 0;
-    auto reaped =
-        ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) { result = c.result; });
-    if (!reaped) return std::unexpected(reaped.error());
-    if ((result != -EAGAIN && result != -EINTR) || attempt == 100) return result;
+    // A wait cut short by a signal reaps nothing: wait again until this
+    // request's own completion is in hand. Returning earlier would leave it
+    // in the kernel, writing from a buffer the caller is about to unmap.
+    std::optional<int> result;
+    while (!result) {
+      auto reaped =
+          ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) { result = c.result; });
+      if (!reaped) return drained(reaped.error());
+    }
+    if ((*result != -EAGAIN && *result != -EINTR) || attempt == 100) return *result;
   }
 }
 
@@ -106,6 +111,12 @@ void UringBackend::retire(seg::Segment& segment) {
 }
 
 Result<void> UringBackend::persist(std::span<const Range> ranges) {
+  if (!ring_.idle()) {
+    // A completion still due from an earlier call would be taken for one
+    // of this sync's writes.
+    return make_error(Errc::io_error, "io_uring: " + std::to_string(ring_.in_kernel()) +
+                                          " requests of an earlier call are still in flight");
+  }
   writes_.clear();
   std::vector<unsigned> used;
   auto flush = [&]() -> Result<void> {
@@ -150,8 +161,9 @@ Result<void> UringBackend::run(std::vector<Write>& writes) {
   retry_.clear();
   std::optional<Error> failure;
   auto queue = [&](size_t i) {
-    const Write& w = writes[i];
-    return ring_.queue_write(w.slot, w.buffer, w.data, w.len, w.offset, flags, i);
+    Write& w = writes[i];
+    w.in_flight = ring_.queue_write(w.slot, w.buffer, w.data, w.len, w.offset, flags, i);
+    return w.in_flight;
   };
   while (done < writes.size()) {
     while (!failure && inflight < depth_ && (!retry_.empty() || next < writes.size())) {
@@ -166,6 +178,18 @@ Result<void> UringBackend::run(std::vector<Write>& writes) {
     auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
       --inflight;
       Write& w = writes[c.user_data];
+      if (!w.in_flight) {
+        // The ring only hands over completions of outstanding requests;
+        // this would be a second one for the same write.
+        if (!failure) {
+          failure =
+              make_error(Errc::io_error, "io_uring: a second completion for the write at offset " +
+                                             std::to_string(w.offset))
+                  .error();
+        }
+        return;
+      }
+      w.in_flight = false;
       const bool transient = c.result == -EAGAIN || c.result == -EINTR || c.result == -ECANCELED;
       w.transient = transient ? w.transient + 1 : 0;
       if (transient && w.transient > kMaxTransient) {

@@ -39,6 +39,7 @@ class UringBackend final : public Backend {
     uint32_t len;
     uint16_t zero = 0;       // completions in a row that wrote nothing
     uint16_t transient = 0;  // EAGAIN, EINTR or ECANCELED completions in a row
+    bool in_flight = false;  // queued, completion not yet reaped
   };
   // A write that keeps completing with 0 bytes fails after this many
   // retries; one that keeps completing EAGAIN (or EINTR, ECANCELED) after
