@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/eintr.h"
 #include "io/hook.h"
 
 namespace synclog::io {
@@ -64,7 +65,12 @@ Result<File> File::open(const std::filesystem::path& path, Mode mode, uint32_t p
   Event event{Op::open, path};
   event.open_flags = flags;
   if (int err = access_fault(event); err != 0) return sys_error("open", path, err);
-  int fd = ::open(path.c_str(), flags, static_cast<mode_t>(perms));
+  int fd = -1;
+  const int open_err = restarting([&] {
+    fd = ::open(path.c_str(), flags, static_cast<mode_t>(perms));
+    return fd >= 0 ? 0 : errno;
+  });
+  errno = open_err;
   if (fd < 0) {
     const int err = errno;
     if (err == ELOOP && (flags & O_NOFOLLOW) != 0) {
@@ -138,20 +144,40 @@ Result<void> File::write_at(uint64_t offset, std::span<const std::byte> buf) con
 }
 
 Result<void> File::allocate(uint64_t size) const {
-  int rc = hooked(Event{Op::allocate, path_, 0, size},
-                  [&] { return ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); });
+  // On tmpfs, fallocate gives up with EINTR when a signal arrives and undoes
+  // what that call allocated: under frequent signals a large allocation
+  // would never finish. Steps that halve on EINTR keep the progress made.
+  constexpr uint64_t kMinStep = 1 << 16;
+  int rc = hooked(Event{Op::allocate, path_, 0, size}, [&] {
+    uint64_t at = 0;
+    uint64_t step = size;
+    int interrupts = 0;
+    while (at < size) {
+      const uint64_t len = std::min(step, size - at);
+      const int r = ::posix_fallocate(fd_, static_cast<off_t>(at), static_cast<off_t>(len));
+      if (r == EINTR && ++interrupts < kMaxInterrupts) {
+        step = std::max(step / 2, kMinStep);
+        continue;
+      }
+      if (r != 0) return r;
+      at += len;
+    }
+    return 0;
+  });
   if (rc != 0) return sys_error("fallocate", path_, rc);
   return {};
 }
 
 Result<void> File::datasync() const {
-  int err = hooked(Event{Op::datasync, path_}, [&] { return ::fdatasync(fd_) == 0 ? 0 : errno; });
+  int err = hooked(Event{Op::datasync, path_},
+                   [&] { return restarting([&] { return ::fdatasync(fd_) == 0 ? 0 : errno; }); });
   if (err != 0) return sys_error("fdatasync", path_, err);
   return {};
 }
 
 Result<void> File::sync() const {
-  int err = hooked(Event{Op::fsync, path_}, [&] { return ::fsync(fd_) == 0 ? 0 : errno; });
+  int err = hooked(Event{Op::fsync, path_},
+                   [&] { return restarting([&] { return ::fsync(fd_) == 0 ? 0 : errno; }); });
   if (err != 0) return sys_error("fsync", path_, err);
   return {};
 }
@@ -216,9 +242,14 @@ Result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) {
 }
 
 Result<void> sync_dir(const std::filesystem::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = -1;
+  errno = restarting([&] {
+    fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd >= 0 ? 0 : errno;
+  });
   if (fd < 0) return sys_error("open directory", dir, errno);
-  int err = hooked(Event{Op::dir_sync, dir}, [&] { return ::fsync(fd) == 0 ? 0 : errno; });
+  int err = hooked(Event{Op::dir_sync, dir},
+                   [&] { return restarting([&] { return ::fsync(fd) == 0 ? 0 : errno; }); });
   ::close(fd);
   if (err != 0) return sys_error("fsync directory", dir, err);
   return {};

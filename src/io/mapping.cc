@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "io/eintr.h"
 #include "io/hook.h"
 
 namespace synclog::io {
@@ -78,8 +79,9 @@ Result<void> Mapping::sync_range(uint64_t from, uint64_t to) const {
   uint64_t start = from & ~(page - 1);
   if (to > size_) to = size_;
   if (to <= start) return {};
-  int err = hooked(Event{Op::msync, path_, start, to - start, data_ + start},
-                   [&] { return ::msync(data_ + start, to - start, MS_SYNC) == 0 ? 0 : errno; });
+  int err = hooked(Event{Op::msync, path_, start, to - start, data_ + start}, [&] {
+    return restarting([&] { return ::msync(data_ + start, to - start, MS_SYNC) == 0 ? 0 : errno; });
+  });
   if (err != 0) return sys_error("msync", path_, err);
   return {};
 }

@@ -112,7 +112,8 @@ Result<void> AioBackend::run() {
       if (n) {
         head += *n;
       } else if (Write& w = writes_[ready_[head]];
-                 n.error().sys_errno != EAGAIN || ++w.stalls > kMaxStalls) {
+                 (n.error().sys_errno != EAGAIN && n.error().sys_errno != EINTR) ||
+                 ++w.stalls > kMaxStalls) {
         failure = write_error(w, n.error().sys_errno).error();
       }
     }
