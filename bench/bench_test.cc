@@ -136,7 +136,9 @@ TEST(Record, TextPayloadIsLogLinesAndVerifies) {
     auto rec = w.next(7, len);
     ParsedRecord p;
     EXPECT_EQ(check_record(rec, text_patterns, &p), "") << len;
-    if (len > 32) EXPECT_NE(check_record(rec, random_patterns, &p), "") << len;
+    if (len > 32) {
+      EXPECT_NE(check_record(rec, random_patterns, &p), "") << len;
+    }
   }
   EXPECT_EQ(parse_payload("text"), Payload::text);
   EXPECT_EQ(parse_payload("random"), Payload::random);

@@ -691,6 +691,7 @@ class History {
     // a later session, so its records are absent; everything before it is
     // there.
     fs::remove_all(log_dir());
+    o.live.clear();  // a live directory named but missing is refused
     const uint64_t active = done_->segment();
     o.stop = RestoreStop::end;
     restore_and_compare(

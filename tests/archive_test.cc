@@ -113,6 +113,51 @@ TEST(Archive, EachCompleteSegmentReachesTheArchiveByteForByte) {
   ASSERT_TRUE((*log)->close().has_value());
 }
 
+// The built-in archive: the library copies each complete segment into
+// archive_dir itself (temp name, fdatasync, rename, directory fsync), so a
+// copy is durable before ARCHIVED counts it. Copies are byte for byte and
+// no temp file stays; it is one of three archive settings at most.
+TEST(Archive, ArchiveDirGetsDurableByteForByteCopies) {
+  TempDir dir;
+  Archive archive;
+  Config cfg = small_config(dir.path());
+  cfg.archive_dir = archive.files();
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  append_records(**log, 1, 150);
+  const uint64_t last = (*log)->durable().segment();
+  ASSERT_GE(last, 4u);
+  ASSERT_TRUE(eventually([&] { return (*log)->stats().segments_archived == last - 1; }))
+      << (*log)->stats().archive_error;
+  ASSERT_TRUE((*log)->close().has_value());
+  log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  ASSERT_TRUE(eventually([&] { return (*log)->stats().archive_pending == 0; }));
+  ASSERT_TRUE((*log)->close().has_value());
+  const Files files = load_segments(dir.path());
+  for (uint64_t id = 1; id <= last; ++id) {
+    ASSERT_EQ(files.count(id), 1u) << id;
+    EXPECT_TRUE(read_file(archive.files() / seg::segment_file_name(id)) == files.at(id))
+        << "segment " << id << " differs from its archived copy";
+  }
+  for (const auto& e : fs::directory_iterator(archive.files())) {
+    uint64_t id = 0;
+    EXPECT_TRUE(seg::parse_segment_file_name(e.path().filename().string(), &id))
+        << "left behind: " << e.path();
+  }
+  EXPECT_EQ((fs::status(archive.files() / seg::segment_file_name(1)).permissions() &
+             fs::perms::group_read),
+            fs::perms::none);
+  auto parsed = Config::parse("archive_dir=" + archive.files().string());
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().describe();
+  EXPECT_EQ(parsed->archive_dir, archive.files());
+  Config both = cfg;
+  both.archive_command = "true";
+  auto bad = Log::open(both);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("archive_dir"), std::string::npos) << bad.error().message;
+}
+
 TEST(Archive, HookGetsEachSegmentOnceInIdOrder) {
   TempDir dir;
   Config cfg = small_config(dir.path());

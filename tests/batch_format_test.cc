@@ -194,15 +194,15 @@ TEST(BatchFormat, TruncatedBatchIsBad) {
   }
 }
 
-TEST(BatchFormat, HeadersSayVersion6AndOlderVersionsStayReadable) {
+TEST(BatchFormat, HeadersSayVersion7AndOlderVersionsStayReadable) {
   std::vector<std::byte> buf(kHeaderSize);
   encode_header(SegmentHeader{1, 1 << 20, 4096}, buf);
   auto h = decode_header(buf);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->version, 6u);
-  EXPECT_EQ(kVersion, 6u);
+  EXPECT_EQ(h->version, 7u);
+  EXPECT_EQ(kVersion, 7u);
   EXPECT_EQ(kOldestReadableVersion, 1u);
-  // Versions 1..5 are read; 7 is refused, naming what this build reads.
+  // Versions 1..6 are read; 8 is refused, naming what this build reads.
   auto with_version = [&](uint32_t v) {
     std::vector<std::byte> b(buf);
     std::memcpy(&b[8], &v, 4);
@@ -210,14 +210,14 @@ TEST(BatchFormat, HeadersSayVersion6AndOlderVersionsStayReadable) {
     std::memcpy(&b[60], &crc, 4);
     return decode_header(b);
   };
-  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u}) {
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
     auto old = with_version(v);
     ASSERT_TRUE(old.has_value()) << "version " << v << ": " << old.error().message;
     EXPECT_EQ(old->version, v);
   }
-  auto future = with_version(7);
+  auto future = with_version(8);
   ASSERT_FALSE(future.has_value());
-  EXPECT_NE(future.error().message.find("unsupported format version 7 (this build reads 1 to 6)"),
+  EXPECT_NE(future.error().message.find("unsupported format version 8 (this build reads 1 to 7)"),
             std::string::npos)
       << future.error().message;
   std::string s = to_string(Kind::batch);

@@ -11,17 +11,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "io/hook.h"
 #include "segments/cdc_index.h"
 #include "segments/format.h"
 #include "segments/segment.h"
@@ -99,6 +104,10 @@ Output follow(const std::vector<std::string>& args,
               const std::function<void(pid_t, const fs::path&)>& running = nullptr) {
   static TempDir scratch;
   const fs::path out = scratch.path() / "out", err = scratch.path() / "err";
+  // Not the last run's output: `running` may poll the file before the
+  // child truncates it.
+  fs::remove(out);
+  fs::remove(err);
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -415,6 +424,272 @@ TEST(Cdc, OpenAfterACrashCompletesIndexesAndDropsSpareLinks) {
   ASSERT_EQ(out.rc, 0) << out.err;
   EXPECT_TRUE(same_records(parse_follow(out.out), replayed)) << out.err;
   EXPECT_TRUE(d.linked().empty());
+}
+
+// Fails the n-th fsync of one directory with EIO (n counted from arm()).
+class FailDirSync : public io::Hook {
+ public:
+  FailDirSync(fs::path dir, int n) : dir_(std::move(dir)), n_(n) {}
+  void arm() { armed_.store(true); }
+  int before(const io::Event& e) override {
+    if (!armed_.load() || e.op != io::Op::dir_sync || e.path != dir_) return 0;
+    return ++count_ == n_ ? EIO : 0;
+  }
+  bool fired() const { return count_.load() >= n_; }
+
+ private:
+  const fs::path dir_;
+  const int n_;
+  std::atomic<bool> armed_{false};
+  std::atomic<int> count_{0};
+};
+
+// A failed fsync of cdc_dir after a spare's link was made stops the log
+// like any failed step of making a segment (the filesystem may be dying):
+// the appends after it get Errc::failed naming the directory fsync, the
+// next session goes on, and the consumer prints every record that was
+// acknowledged in either session, in order, and nothing else.
+TEST(Cdc, FailedCdcDirSyncStopsTheLogAndTheNextOpenGoesOn) {
+  Dirs d;
+  std::vector<Replayed> appended, synced;
+  {
+    FailDirSync hook(d.cdc(), 1);
+    HookGuard guard(&hook);
+    auto log = Log::open(d.config());
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    hook.arm();
+    std::optional<Error> stop;
+    for (uint64_t i = 0; i < 150 && !stop; ++i) {  // about five segments
+      std::string rec = make_record(1, i, 8000);
+      auto pos = (*log)->append(rec);
+      if (!pos) {
+        stop = pos.error();
+        break;
+      }
+      appended.push_back({*pos, rec});
+      if (auto s = (*log)->sync(); !s) {
+        stop = s.error();
+      } else {
+        synced = appended;
+      }
+    }
+    ASSERT_TRUE(hook.fired());
+    ASSERT_TRUE(stop.has_value()) << "appends went on after a failed fsync of cdc_dir";
+    EXPECT_EQ(stop->code, Errc::failed) << stop->describe();
+    EXPECT_NE(stop->describe().find("fsync directory"), std::string::npos) << stop->describe();
+    EXPECT_NE(stop->describe().find(std::strerror(EIO)), std::string::npos) << stop->describe();
+    EXPECT_FALSE((*log)->append("after the stop").has_value());
+    EXPECT_FALSE((*log)->close().has_value()) << "close() succeeded on a stopped log";
+  }
+  std::vector<Replayed> acked = synced;
+  {
+    auto log = Log::open(d.config());
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    auto more = append_records(**log, 150, 8000, 1000);
+    ASSERT_EQ(more.size(), 150u);
+    ASSERT_TRUE((*log)->close().has_value());
+    acked.insert(acked.end(), more.begin(), more.end());
+  }
+  const Output out = follow({d.cdc().string(), "--json", "--delete", "--until-idle", "300ms"});
+  ASSERT_EQ(out.rc, 0) << out.err;
+  // Records appended but not yet synced at the stop may or may not have
+  // become durable: the consumer may print them, between the two sessions.
+  std::vector<Replayed> got = parse_follow(out.out);
+  std::vector<Replayed> tail(appended.begin() + static_cast<std::ptrdiff_t>(synced.size()),
+                             appended.end());
+  bool ok = false;
+  for (size_t k = 0; k <= tail.size() && !ok; ++k) {
+    std::vector<Replayed> want = synced;
+    want.insert(want.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(k));
+    want.insert(want.end(), acked.begin() + static_cast<std::ptrdiff_t>(synced.size()),
+                acked.end());
+    ok = static_cast<bool>(same_records(got, want));
+  }
+  EXPECT_TRUE(ok) << "consumer printed " << got.size() << " records; " << synced.size()
+                  << " synced and " << tail.size() << " unsynced in the stopped session, "
+                  << (acked.size() - synced.size()) << " in the next\n"
+                  << out.err;
+  EXPECT_TRUE(d.linked().empty());
+}
+
+// After a crash inside a record in fragments only its first fragment is
+// left: the log never returns it, and neither may the consumer print it
+// (nor a piece of it). Whole fragmented records come out whole, once, at
+// their position. The crash is reproduced on disk: the segments after the
+// first fragment's are gone, as if never made durable.
+TEST(Cdc, ConsumerPrintsFragmentedRecordsWholeAndNeverALoneFirstFragment) {
+  Dirs d;
+  Config c = d.config();
+  c.max_record = 600u << 10;  // fragments across three or four segments
+  std::vector<Replayed> acked;
+  uint64_t cut = 0;  // the segment of the second record's first fragment
+  {
+    auto log = Log::open(c);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    acked = append_records(**log, 3, 1000);
+    const std::string big = make_record(1, 100, 500u << 10);
+    auto pos = (*log)->append(big);
+    ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+    acked.push_back({*pos, big});
+    auto more = append_records(**log, 2, 1000, 200);
+    acked.insert(acked.end(), more.begin(), more.end());
+    const std::string lost = make_record(1, 300, 500u << 10);
+    auto lost_pos = (*log)->append(lost);
+    ASSERT_TRUE(lost_pos.has_value()) << lost_pos.error().describe();
+    cut = lost_pos->segment();
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  // Whole: the consumer prints the fragmented record as one.
+  Output out = follow({d.cdc().string(), "--json", "--until-idle", "300ms"});
+  ASSERT_EQ(out.rc, 0) << out.err;
+  std::vector<Replayed> all = acked;
+  {
+    auto log = Log::open(c);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    all = read_all(**log);
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  ASSERT_EQ(all.size(), acked.size() + 1);
+  EXPECT_TRUE(same_records(parse_follow(out.out), all)) << out.err;
+
+  // The crash: only the last record's first fragment (in segment `cut`)
+  // is left, and its index does not say complete yet.
+  for (const auto& e : fs::directory_iterator(d.log())) {
+    uint64_t id = 0;
+    if (seg::parse_segment_file_name(e.path().filename().string(), &id) && id > cut) {
+      fs::remove(e.path());
+      d.consume(id);
+    }
+  }
+  ASSERT_TRUE(seg::store_cdc_index(d.cdc(), cut, {seg::kHeaderSize, false}, 0600).has_value());
+  {
+    auto log = Log::open(c);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    ASSERT_TRUE(same_records(read_all(**log), acked));
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  out = follow({d.cdc().string(), "--json", "--delete", "--until-idle", "300ms"});
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(same_records(parse_follow(out.out), acked)) << out.out;
+}
+
+// Records the changes made in one directory, in order: "remove <name>",
+// "rename <to-name>", "sync".
+class DirChanges : public io::Hook {
+ public:
+  explicit DirChanges(fs::path dir) : dir_(std::move(dir)) {}
+  void after(const io::Event& e) override {
+    std::lock_guard lock(mu_);
+    if (e.op == io::Op::dir_sync && e.path == dir_) {
+      seen_.push_back("sync");
+    } else if (e.op == io::Op::remove && e.path.parent_path() == dir_) {
+      seen_.push_back("remove " + e.path.filename().string());
+    } else if (e.op == io::Op::rename && e.to && e.to->parent_path() == dir_) {
+      seen_.push_back("rename " + e.to->filename().string());
+    }
+  }
+  std::vector<std::string> seen() {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  const fs::path dir_;
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
+// A crash with a spare linked and inside an index rewrite (its temp file
+// left): the next open succeeds, and removes the spare's link durably
+// before it completes any index, so a consumer that moves on from a
+// segment just completed never lands on a link about to disappear.
+TEST(Cdc, OpenAfterACrashRemovesStaleLinksBeforeCompletingAnyIndex) {
+  Dirs d;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto log = Log::open(d.config());
+    if (!log) ::_exit(2);
+    for (int i = 0; i < 100; ++i) {
+      if (!(*log)->append(make_record(1, static_cast<uint64_t>(i), 7000))) ::_exit(3);
+    }
+    while ((*log)->stats().spare_files == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto linked = d.linked();
+  ASSERT_GE(linked.size(), 3u);
+  const uint64_t spare = linked.back();
+  // Every unfinished index was being rewritten.
+  for (uint64_t id : linked) {
+    auto idx = d.index(id);
+    if (idx && !idx->completed) {
+      std::ofstream(d.cdc() / (seg::cdc_index_name(id) + ".tmp")) << "1";
+      // The link again, after the temp file: settling must not depend on
+      // which of the two the directory lists first.
+      const fs::path link = d.cdc() / seg::segment_file_name(id);
+      fs::remove(link);
+      fs::create_hard_link(d.log() / seg::segment_file_name(id), link);
+    }
+  }
+  DirChanges changes(d.cdc());
+  std::vector<std::string> seen;
+  {
+    HookGuard guard(&changes);
+    auto log = Log::open(d.config());
+    seen = changes.seen();
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const auto at = [&](const std::string& what) {
+    return std::find(seen.begin(), seen.end(), what) - seen.begin();
+  };
+  const auto removed = at("remove " + seg::segment_file_name(spare));
+  ASSERT_LT(removed, static_cast<long>(seen.size())) << "the spare's link was not removed";
+  long first_completed = static_cast<long>(seen.size());
+  for (long i = 0; i < static_cast<long>(seen.size()); ++i) {
+    if (seen[i].starts_with("rename ") && seen[i].ends_with("_cdc.idx")) {
+      first_completed = i;
+      break;
+    }
+  }
+  ASSERT_LT(first_completed, static_cast<long>(seen.size())) << "no index was completed";
+  const auto synced = std::find(seen.begin() + removed, seen.end(), "sync") - seen.begin();
+  EXPECT_LT(synced, first_completed) << "an index was completed (" << seen[first_completed]
+                                     << ") before the spare's link was durably removed";
+  for (const auto& e : fs::directory_iterator(d.cdc())) {
+    EXPECT_FALSE(e.path().filename().string().ends_with(".tmp")) << e.path();
+  }
+}
+
+// A consumer whose current segment's link disappears (a stale spare link
+// that the next open removed) lists the directory again and goes on with
+// what is linked now.
+TEST(Cdc, ConsumerMovesOnWhenItsSegmentDisappears) {
+  Dirs d;
+  // A stale link of a segment no session will make again, named nothing
+  // durable.
+  constexpr uint64_t kStale = 999;
+  {
+    std::ofstream(d.cdc() / seg::segment_file_name(kStale)) << std::string(4096, '\0');
+    ASSERT_TRUE(seg::store_cdc_index(d.cdc(), kStale, {seg::kHeaderSize, false}, 0600));
+  }
+  std::vector<Replayed> acked;
+  const Output out =
+      follow({d.cdc().string(), "--json", "--until-idle", "1s"}, [&](pid_t, const fs::path&) {
+        // Not synchronisation: only gives the consumer time to take the
+        // stale segment as its cursor (the test cannot pass wrongly).
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        d.consume(kStale);
+        auto log = Log::open(d.config());
+        ASSERT_TRUE(log.has_value()) << log.error().describe();
+        acked = append_records(**log, 10, 500);
+        ASSERT_TRUE((*log)->close().has_value());
+      });
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(same_records(parse_follow(out.out), acked)) << out.err;
 }
 
 // cdc_dir full: appends wait allocation_timeout and fail with no_space

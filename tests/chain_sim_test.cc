@@ -52,6 +52,7 @@
 #include "fail_nth_sync.h"
 #include "io/hook.h"
 #include "segments/segment.h"
+#include "signal_storm.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -360,7 +361,10 @@ void add_unacked(const Config& cfg, const std::vector<Outcomes::Unacked>& calls,
   }
   if (first_of.empty()) return;
   TempDir copy;
-  std::filesystem::copy(cfg.dir, copy.path(), std::filesystem::copy_options::recursive);
+  {
+    SignalShelter shelter;
+    std::filesystem::copy(cfg.dir, copy.path(), std::filesystem::copy_options::recursive);
+  }
   Config c = cfg;
   c.dir = copy.path();
   c.recovery = RecoveryMode::skip_damaged;
@@ -881,6 +885,7 @@ TEST(ChainSim, CrashRestartChains) {
   const uint64_t base_seed = static_cast<uint64_t>(env_long(
       "SYNCLOG_CHAIN_SEED", 0xc4a1e5 + std::hash<std::string>{}(backend_under_test()) % 1000));
   Totals t;
+  const auto storm = SignalStorm::from_env();
   const auto start = std::chrono::steady_clock::now();
   // SYNCLOG_CHAIN_HISTORY=<seed> runs that one history (a failure names it).
   const char* one = std::getenv("SYNCLOG_CHAIN_HISTORY");
@@ -905,8 +910,8 @@ TEST(ChainSim, CrashRestartChains) {
             << " completions failed), " << t.large_appended
             << " large (fragmented) records appended, " << t.large_acked << " acknowledged, "
             << t.large_checked << " required large records checked, " << t.compressed
-            << " histories compressed (lz4 or zstd), " << t.encrypted
-            << " encrypted (aes-256-gcm); " << t.failures << " failed, in " << secs << " s"
+            << " histories compressed (lz4 or zstd), " << t.encrypted << " encrypted (aes-256-gcm)"
+            << storm_summary(storm.get()) << "; " << t.failures << " failed, in " << secs << " s"
             << std::endl;
   EXPECT_EQ(t.failures, 0u);
   if (extra > 0 && !(one && *one)) {

@@ -116,6 +116,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"dir=/d,interval=10parsecs", "config key 'interval'"},
         BadCase{"dir=/d,interval=0ms", "'interval': must be greater than 0"},
         BadCase{"dir=/d,window=0us", "'window'"},
+        // Each duration and size has a maximum (docs/config.md): a deadline
+        // of now() plus it, in nanoseconds, must not overflow.
+        BadCase{"dir=/d,allocation_timeout=10000000000s", "'allocation_timeout': "},
+        BadCase{"dir=/d,allocation_timeout=86401s", "is above the maximum 86400s (24h)"},
+        BadCase{"dir=/d,interval=10000000000s", "'interval': "},
+        BadCase{"dir=/d,interval=3601s", "is above the maximum 3600s (1h)"},
+        BadCase{"dir=/d,window=7200s", "'window': "},
+        BadCase{"dir=/d,lag_bound=10000000000s", "'lag_bound': "},
+        BadCase{"dir=/d,max_total_size=18446744073709551615", "'max_total_size': "},
+        BadCase{"dir=/d,cdc_dir=/c,cdc_max_size=18446744073709551615", "'cdc_max_size': "},
         BadCase{"dir=/d,segment_size=12345", "'segment_size': 12345 is not a multiple of 4096"},
         BadCase{"dir=/d,segment_size=4KiB", "between 64KiB and 1GiB"},
         BadCase{"dir=/d,segment_size=2GiB", "between 64KiB and 1GiB"},

@@ -217,7 +217,7 @@ TEST(Dump, HealthyLog) {
   Output cfg = dump({"config", dir});
   EXPECT_EQ(cfg.rc, 0) << show(cfg);
   EXPECT_TRUE(contains(cfg.out, "segment_size    262144 bytes")) << cfg.out;
-  EXPECT_TRUE(contains(cfg.out, "format version  6")) << cfg.out;
+  EXPECT_TRUE(contains(cfg.out, "format version  7")) << cfg.out;
   EXPECT_TRUE(contains(cfg.out, "does not record")) << cfg.out;
 
   EXPECT_TRUE(snapshot(tmp.path()) == before) << "synclog-dump changed the log directory";

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "io/hook.h"
+#include "signal_storm.h"
 #include "slow_alloc.h"
 #include "test_util.h"
 
@@ -340,6 +341,7 @@ FirstSession write_first_session(bool crashed) {
 }
 
 void run_campaign(bool crashed) {
+  const auto storm = SignalStorm::from_env();
   const FirstSession first = write_first_session(crashed);
   ASSERT_FALSE(testing::Test::HasFailure());
   uint64_t open_failed = 0, session_errors = 0, checked_records = 0, failed_syncs_raced = 0;
@@ -406,7 +408,8 @@ void run_campaign(bool crashed) {
                "reads included, in turn); "
             << open_failed << " failed to open, " << session_errors << " reported an error; "
             << failed_syncs_raced << " late appends raced a failed data sync; " << checked_records
-            << " records replayed by the fault-free opens after them, all checked";
+            << " records replayed by the fault-free opens after them, all checked"
+            << storm_summary(storm.get());
   for (const auto& [what, count] : outcomes) std::cout << "; " << what << " x" << count;
   std::cout << std::endl;
   EXPECT_GT(tried, 20u);

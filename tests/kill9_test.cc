@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +49,7 @@
 #include <sstream>
 #include <thread>
 
+#include "signal_storm.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -127,7 +129,12 @@ std::string join(const std::vector<std::string>& v) {
 
 void send(int fd, const Msg& m) {
   // A failed write means the parent is gone: nothing left to report to.
-  if (::write(fd, &m, sizeof m) != static_cast<ssize_t>(sizeof m)) ::_exit(7);
+  // (Under a signal storm a write can be cut short before it wrote anything.)
+  ssize_t n = 0;
+  do {
+    n = ::write(fd, &m, sizeof m);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof m)) ::_exit(7);
 }
 
 [[noreturn]] void die(const char* what, const Error& e, int code) {
@@ -141,6 +148,11 @@ void send(int fd, const Msg& m) {
 [[noreturn]] void child_main(const Config& cfg, int fd, uint32_t thread_base,
                              Position release_target, int think_us) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // $SYNCLOG_TEST_SIGNAL_HZ: the child lives in a storm (threads do not
+  // survive fork, so it starts its own). Never destroyed: the child only
+  // leaves by _exit or SIGKILL.
+  static const auto storm = SignalStorm::from_env().release();
+  (void)storm;
   auto opened = Log::open(cfg);
   if (!opened) die("open", opened.error(), 3);
   Log& log = **opened;

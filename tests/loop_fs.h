@@ -24,6 +24,8 @@ class LoopFs {
   const std::filesystem::path& mount() const { return mount_.path(); }
   // An empty directory on it for a log (the root holds lost+found on ext4).
   std::filesystem::path log_dir() const { return mount_.path() / "log"; }
+  // The loop device, e.g. /dev/loop3.
+  std::filesystem::path device() const { return device_; }
 
  private:
   TempDir image_dir_;

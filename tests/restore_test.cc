@@ -6,12 +6,17 @@
 #include "synclog/restore.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,6 +25,7 @@
 #include "io/crc32c.h"
 #include "segments/format.h"
 #include "segments/segment.h"
+#include "segments/segment_reader.h"
 #include "synclog/log.h"
 #include "test_util.h"
 
@@ -43,6 +49,14 @@ void flip_byte(const fs::path& file, uint64_t offset) {
   f.put(static_cast<char>(c ^ 0x5a));
 }
 
+// The reference archive_command of docs/config.md: the copy is durable
+// (fsynced, renamed into place, the directory fsynced) before it exits 0.
+std::string durable_copy_command(const fs::path& dir) {
+  const std::string d = dir.string();
+  return "cp %p " + d + "/%f.tmp && sync " + d + "/%f.tmp && mv -f " + d + "/%f.tmp " + d +
+         "/%f && sync " + d;
+}
+
 // A log written with archive_command copying into `archive`, and what it
 // holds: the oracle every restore is compared with.
 struct History {
@@ -61,10 +75,19 @@ struct History {
   // fragments.
   bool large = false;
 
+  // Records compressed (zstd) and encrypted under the key in key_file().
+  bool encrypted = false;
+  fs::path key_file() const { return archive_root.path() / "keys"; }
+
   Config sized(Config cfg) const {
     if (large) {
       cfg.segment_size = 64 << 10;
       cfg.max_record = 300 << 10;
+    }
+    if (encrypted) {
+      cfg.compression = Compression::zstd;
+      cfg.encryption = Encryption::aes_256_gcm;
+      cfg.encryption_key_file = key_file();
     }
     return cfg;
   }
@@ -72,11 +95,16 @@ struct History {
   Config config(bool gated = false) const {
     Config cfg = sized(small_config(live.path()));
     cfg.archive_command = (gated ? "test -e " + gate().string() + " && " : std::string()) +
-                          "cp %p " + archive().string() + "/%f";
+                          durable_copy_command(archive());
     return cfg;
   }
 
-  History() { fs::create_directories(archive()); }
+  History() {
+    fs::create_directories(archive());
+    std::ofstream(key_file())
+        << "7 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+    fs::permissions(key_file(), fs::perms::owner_read | fs::perms::owner_write);
+  }
 
   // Appends `n` records (and a batch of three after the first half), with a
   // time before each; with `gated`, the archive command fails until the
@@ -141,10 +169,72 @@ struct History {
 
   void drop_live() { fs::remove_all(live.path()); }
 
+  // A session that dies: a child process opens the log, appends `n`
+  // records of thread `thread` (each acknowledged, nothing in flight) and
+  // _exit()s without close(), as a crash leaves it (the page cache
+  // survives). The next open must replay them: they join `records`.
+  void crash_after(int n, uint32_t thread) {
+    std::cout.flush();
+    std::cerr.flush();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+      auto log = Log::open(config());
+      if (!log) ::_exit(3);
+      for (int i = 0; i < n; ++i) {
+        if (!(*log)->append(make_record(thread, static_cast<uint64_t>(i), 3000))) ::_exit(4);
+      }
+      // No archive command in flight at the crash: one would outlive this
+      // process holding the LOCK (archive_chain_test covers that case).
+      for (int i = 0; i < 2000 && (*log)->stats().archive_pending != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ::_exit(9);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9) << status;
+    crashed_thread = thread;
+    crashed_count = n;
+  }
+
+  // Opens the log after a crash, checks it replays what was acknowledged,
+  // appends `more`, waits until the archive holds every complete segment
+  // (the crashed session's last one included) and closes.
+  void reopen(int more) {
+    auto log = Log::open(config());
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    const std::vector<Replayed> replayed = read_all(**log);
+    ASSERT_GE(replayed.size(), static_cast<size_t>(crashed_count));
+    const std::vector<Replayed> tail(replayed.end() - crashed_count, replayed.end());
+    for (int i = 0; i < crashed_count; ++i) {
+      ASSERT_EQ(tail[static_cast<size_t>(i)].data,
+                make_record(crashed_thread, static_cast<uint64_t>(i), 3000))
+          << i;
+      records.push_back(tail[static_cast<size_t>(i)]);
+    }
+    crash_end = records.size();
+    for (int i = 0; i < more; ++i) {
+      const std::string rec = make_record(crashed_thread + 1, static_cast<uint64_t>(i), 500);
+      times.push_back(wall_ns());
+      auto pos = (*log)->append(rec);
+      ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+      records.push_back({*pos, rec});
+    }
+    ASSERT_TRUE(eventually([&] { return (*log)->stats().archive_pending == 0; }))
+        << (*log)->stats().archive_error;
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  uint32_t crashed_thread = 0;
+  int crashed_count = 0;
+  size_t crash_end = 0;  // records.size() once the crashed session's are in
+
   RestoreOptions options() const {
     RestoreOptions o;
     o.archive = archive();
-    o.live = live.path();
+    // The live directory once deleted (drop_live) is left out, as an
+    // operator restoring from the archive alone leaves out --live.
+    if (fs::exists(live.path())) o.live = live.path();
     o.target = target();
     return o;
   }
@@ -362,6 +452,95 @@ TEST(Restore, ADamagedArchivedCopyIsAnError) {
   auto r = restore(o);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message.find("cut short"), std::string::npos) << r.error().message;
+
+  // A whole copy whose last records (and the sync marker after them) are
+  // wiped: no marker proves them durable, so recovery alone takes that for
+  // a crash's torn tail, but the segment's end record after them shows it
+  // was completed (a crashed segment never has one).
+  fs::remove_all(copy.path() / "a");
+  fs::copy(h.archive(), copy.path() / "a");
+  uint32_t from = 0;
+  for (const auto& rec : h.records) {
+    if (rec.position.segment() == *ids.rbegin()) from = rec.position.offset();
+  }
+  ASSERT_NE(from, 0u);
+  auto reader = seg::SegmentReader::open(last, *ids.rbegin());
+  ASSERT_TRUE(reader.has_value()) << reader.error().describe();
+  uint32_t end_at = from;
+  for (;;) {
+    auto d = reader->frame(end_at);
+    ASSERT_TRUE(d.has_value()) << d.error().describe();
+    ASSERT_EQ(d->status, seg::Decode::ok) << end_at;
+    if (d->record.kind == seg::Kind::end) break;
+    end_at += d->record.framed;
+  }
+  {
+    std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(from);
+    const std::string zeros(end_at - from, '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  r = restore(o);
+  ASSERT_FALSE(r.has_value()) << "restored " << r->records << " of " << h.records.size();
+  EXPECT_EQ(r.error().code, Errc::corruption);
+  EXPECT_NE(r.error().message.find("before its end record"), std::string::npos)
+      << r.error().message;
+  EXPECT_FALSE(fs::exists(h.target()));
+}
+
+// After a process crash the next session archives the crashed session's
+// last segment at once: it has no end record (the process died), and its
+// records end where that session's recovery found them ending. Restore
+// takes it as complete up to that end (docs/durability.md, Restore).
+TEST(Restore, AfterACrashFromArchiveAndLiveDirectory) {
+  History h;
+  h.write(60);
+  h.crash_after(30, 7);
+  h.reopen(0);
+  ASSERT_TRUE(h.archived_ids().count(h.records.back().position.segment()))
+      << "the crashed session's last segment was not archived";
+  auto r = restore(h.options());
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+  // To a position in the crashed session's last segment, and before it.
+  for (size_t k : {h.records.size() - 3, h.records.size() - 40}) {
+    fs::remove_all(h.target());
+    RestoreOptions o = h.options();
+    o.stop = RestoreStop::position;
+    o.position = h.records[k].position;
+    r = restore(o);
+    ASSERT_TRUE(r.has_value()) << k << ": " << r.error().describe();
+    EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1))) << k;
+  }
+  // And to a time after everything.
+  fs::remove_all(h.target());
+  RestoreOptions o = h.options();
+  o.stop = RestoreStop::time;
+  o.time_ns = wall_ns();
+  r = restore(o);
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+}
+
+TEST(Restore, AfterACrashFromTheArchiveAlone) {
+  History h;
+  h.write(60);
+  h.crash_after(30, 7);
+  h.reopen(5);
+  h.drop_live();
+  // The last session's segment was active at its close: not archived. The
+  // crashed session's records all are.
+  auto r = restore(h.options());
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(r->from_live.empty());
+  EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, h.crash_end)));
+  fs::remove_all(h.target());
+  RestoreOptions o = h.options();
+  o.stop = RestoreStop::position;
+  o.position = h.records[h.crash_end - 2].position;
+  r = restore(o);
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, h.crash_end - 1)));
 }
 
 TEST(Restore, ASegmentInBothPlacesMustBeIdentical) {
@@ -504,6 +683,170 @@ TEST(Restore, TheToolRestoresToAPositionAndATime) {
   EXPECT_EQ(run("--to-time yesterday"), 2);
   EXPECT_EQ(run("--to-position 7"), 2);
   EXPECT_FALSE(fs::exists(h.target()));
+}
+
+// An encrypted, compressed log restores with its key source: the tool's
+// --key-file to a position and to a time, the API's callback to the end.
+// The restored log opens with the same keys. Without a key, the restore is
+// refused and says what to pass.
+TEST(Restore, AnEncryptedCompressedLogRestoresWithItsKeys) {
+  History h;
+  h.encrypted = true;
+  h.write(60);
+  auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(SYNCLOG_RESTORE_BIN) + " --archive " +
+                            h.archive().string() + " --live " + h.live.path().string() +
+                            " --target " + h.target().string() + " " + args + " > " +
+                            (h.out_root.path() / "out").string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  auto output = [&] {
+    std::ifstream in(h.out_root.path() / "out");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string key = " --key-file " + h.key_file().string();
+  const size_t k = 25;
+  EXPECT_EQ(run("--to-position " + h.records[k].position.to_string() + key), 0) << output();
+  EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1)));
+  fs::remove_all(h.target());
+  EXPECT_EQ(run("--to-time " + std::to_string(h.times[k]) + key), 0) << output();
+  EXPECT_TRUE(time_stop_keeps(h.replay_restored(), h.records, k));
+  fs::remove_all(h.target());
+
+  EXPECT_EQ(run("--to-position " + h.records[k].position.to_string()), 1);
+  EXPECT_NE(output().find("--key-file"), std::string::npos) << output();
+  EXPECT_FALSE(fs::exists(h.target()));
+  EXPECT_EQ(run("--key-file " + (h.out_root.path() / "no-such-keys").string()), 1);
+  EXPECT_FALSE(fs::exists(h.target()));
+
+  RestoreOptions o = h.options();
+  o.encryption_keys = [](std::optional<uint32_t>) -> Result<EncryptionKey> {
+    EncryptionKey key;
+    key.id = 7;
+    for (size_t i = 0; i < key.bytes.size(); ++i) {
+      key.bytes[i] = static_cast<std::byte>(((i % 16) << 4) | (i % 16));
+    }
+    return key;
+  };
+  auto r = restore(o);
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+  fs::remove_all(h.target());
+  // Both sources at once is a usage error.
+  o.encryption_key_file = h.key_file();
+  r = restore(o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid_argument);
+}
+
+// A --live that names no log is refused, never read as "no live
+// segments": a path that does not exist, and a directory that is not a log
+// (nothing is written into it, not even a LOCK file). Segments of two
+// different logs are refused naming both log ids.
+TEST(Restore, ALiveDirectoryThatIsNoLogOrAnotherLogIsRefused) {
+  History h;
+  h.write(40);
+  RestoreOptions o = h.options();
+  o.live = h.live.path().string() + "-typo";
+  auto r = restore(o);
+  ASSERT_FALSE(r.has_value()) << "restored " << r->records << " records without the live ones";
+  EXPECT_EQ(r.error().code, Errc::bad_directory);
+  EXPECT_NE(r.error().message.find("does not exist"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(h.target()));
+
+  TempDir other;
+  std::ofstream(other.path() / "notes.txt") << "not a log\n";
+  o.live = other.path();
+  r = restore(o);
+  ASSERT_FALSE(r.has_value()) << "restored " << r->records << " records";
+  EXPECT_EQ(r.error().code, Errc::bad_directory);
+  EXPECT_NE(r.error().message.find("not a log directory"), std::string::npos) << r.error().message;
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(other.path())) {
+    names.insert(e.path().filename().string());
+  }
+  EXPECT_EQ(names, std::set<std::string>{"notes.txt"});
+  EXPECT_FALSE(fs::exists(h.target()));
+
+  History g;
+  g.write(40);
+  auto log_id = [](const fs::path& dir) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      uint64_t id = 0;
+      if (!seg::parse_segment_file_name(e.path().filename().string(), &id)) continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      std::vector<std::byte> head(seg::kHeaderSize);
+      in.read(reinterpret_cast<char*>(head.data()), seg::kHeaderSize);
+      auto header = seg::decode_header(head);
+      EXPECT_TRUE(header.has_value());
+      return header ? header->log_id : 0;
+    }
+    return uint64_t{0};
+  };
+  auto hex = [](uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  o.live = g.live.path();
+  r = restore(o);
+  ASSERT_FALSE(r.has_value()) << "restored " << r->records << " records from two logs";
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("two different logs"), std::string::npos) << m;
+  EXPECT_NE(m.find(hex(log_id(h.archive()))), std::string::npos) << m;
+  EXPECT_NE(m.find(hex(log_id(g.live.path()))), std::string::npos) << m;
+  EXPECT_EQ(m.find("one is damaged"), std::string::npos) << m;
+  EXPECT_FALSE(fs::exists(h.target()));
+}
+
+// An archived copy that ARCHIVED (in the live directory) does not confirm
+// may be a partial copy a power cut left: restore takes the live
+// directory's copy of that segment instead of refusing. A confirmed copy
+// that differs is still refused.
+TEST(Restore, AnUnconfirmedArchivedCopyGivesWayToTheLiveOne) {
+  History h;
+  h.write(120);
+  h.archive_all();
+  std::set<uint64_t> in_live;
+  for (const auto& e : fs::directory_iterator(h.live.path())) {
+    uint64_t id = 0;
+    if (seg::parse_segment_file_name(e.path().filename().string(), &id)) in_live.insert(id);
+  }
+  const std::set<uint64_t> archived = h.archived_ids();
+  uint64_t id = 0;
+  for (uint64_t a : archived) {
+    if (in_live.count(a)) id = a;
+  }
+  ASSERT_NE(id, 0u) << "no segment in both places";
+  // The copy of `id` as a cut left it (zeros past its first block), and
+  // ARCHIVED as it was before that copy was confirmed.
+  const fs::path copy = h.archive() / seg::segment_file_name(id);
+  const auto size = fs::file_size(copy);
+  fs::resize_file(copy, 4096);
+  fs::resize_file(copy, size);
+  const fs::path state = h.live.path() / seg::kArchiveStateName;
+  std::ifstream in(state);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const std::string through = "through " + std::to_string(*archived.rbegin());
+  ASSERT_NE(text.find(through), std::string::npos) << text;
+  text.replace(text.find(through), through.size(), "through " + std::to_string(id - 1));
+  std::ofstream(state, std::ios::trunc) << text;
+
+  auto r = restore(h.options());
+  ASSERT_TRUE(r.has_value()) << r.error().describe();
+  EXPECT_NE(std::find(r->from_live.begin(), r->from_live.end(), id), r->from_live.end());
+  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+
+  // Confirmed by ARCHIVED, a copy that differs is damage: refused.
+  fs::remove_all(h.target());
+  std::ofstream(state, std::ios::trunc)
+      << text.replace(text.find("through "), std::string::npos,
+                      "through " + std::to_string(*archived.rbegin()) + "\n");
+  r = restore(h.options());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("differs"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

@@ -85,6 +85,20 @@ std::unique_ptr<SignalStorm> SignalStorm::from_env() {
   return std::make_unique<SignalStorm>(std::chrono::microseconds(std::max(1L, 1000000 / hz)));
 }
 
+SignalShelter::SignalShelter() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGURG);
+  ::pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+}
+
+SignalShelter::~SignalShelter() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGURG);
+  ::pthread_sigmask(SIG_UNBLOCK, &mask, nullptr);
+}
+
 uint64_t SignalStorm::delivered() { return g_delivered.load(std::memory_order_relaxed); }
 
 std::string storm_summary(const SignalStorm* storm) {

@@ -43,6 +43,17 @@ class SignalStorm {
   std::thread thread_;
 };
 
+// Blocks the storm's signal in the calling thread while it lives: for a
+// test's own work (std::filesystem::copy gives up on EINTR), never around
+// calls into the library. Signals sent meanwhile are handled at the end.
+class SignalShelter {
+ public:
+  SignalShelter();
+  ~SignalShelter();
+  SignalShelter(const SignalShelter&) = delete;
+  SignalShelter& operator=(const SignalShelter&) = delete;
+};
+
 // "N signals" for a campaign's summary line; "" without a storm.
 std::string storm_summary(const SignalStorm* storm);
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -77,6 +79,32 @@ TEST(Tail, AReleasedSegmentItStillNeedsIsAnError) {
   auto r2 = fresh->next(std::chrono::milliseconds(100));
   ASSERT_TRUE(r2.has_value() && r2->has_value());
   EXPECT_EQ((*r2)->position, p);
+}
+
+// The largest timeouts wait (the deadline saturates), never wrap into the
+// past and return at once: the record appended while next() waits comes.
+TEST(Tail, TheLargestTimeoutWaits) {
+  TempDir dir;
+  auto log = Log::open(small_config(dir.path()));
+  ASSERT_TRUE(log.has_value());
+  auto tailer = (*log)->tail();
+  ASSERT_TRUE(tailer.has_value());
+  std::atomic<bool> waiting{false};
+  std::thread writer([&] {
+    // Only to make a wrapped deadline visible: next() is waiting by now
+    // (or the record is simply there when it looks).
+    while (!waiting.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE((*log)->append(make_record(0, 1, 100)).has_value());
+  });
+  waiting.store(true);
+  auto rec = tailer->next(std::chrono::milliseconds::max());
+  writer.join();
+  ASSERT_TRUE(rec.has_value()) << rec.error().describe();
+  ASSERT_TRUE(rec->has_value()) << "next(milliseconds::max()) returned at once with no record";
+  auto waited = (*log)->wait_durable((*rec)->position, std::chrono::nanoseconds::max());
+  EXPECT_TRUE(waited.has_value()) << waited.error().describe();
+  ASSERT_TRUE((*log)->close().has_value());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "io/crc32c.h"
 #include "segments/format.h"
 #include "segments/segment.h"
+#include "segments/segment_reader.h"
 #include "test_util.h"
 
 namespace synclog::test {
@@ -400,6 +401,52 @@ TEST(TransformDamage, AReadFromInsideATransformedBatchStepsOverEarlierRecordsUnd
   ASSERT_TRUE((*log)->close().has_value());
 }
 
+// A compressed record whose stored raw length is far above what its
+// segment could have held plain (half a segment): damage, never inflated.
+// Decompression then costs at most half a segment per record, not 16 MiB.
+TEST(TransformDamage, ACompressedRecordClaimingMoreThanItsSegmentCouldHoldIsDamage) {
+  for (const Compression compression : {Compression::lz4, Compression::zstd}) {
+    TempDir dir;
+    Config cfg = small_config(dir.path());
+    cfg.compression = compression;
+    {
+      auto log = Log::open(cfg);
+      ASSERT_TRUE(log.has_value()) << log.error().describe();
+      ASSERT_EQ(*(*log)->append(compressible(1000, 1)), Position(1, 80));
+      ASSERT_TRUE((*log)->close().has_value());
+    }
+    Files files = load_segments(dir.path());
+    std::string& file = files.at(1);
+    // 4 MiB of zeros compress to a few KiB: a legitimate compressor output,
+    // stored in a 256 KiB segment in place of the record at 80, the rest of
+    // the segment zeroed (no markers after it: it is the last record).
+    const std::string zeros(4u << 20, '\0');
+    const std::span<const std::byte> piece[1] = {std::as_bytes(std::span(zeros))};
+    std::vector<std::byte> stored;
+    const size_t n = seg::compress(compression, 0, piece, zeros.size(), &stored);
+    ASSERT_GT(n, 0u);
+    ASSERT_LT(80 + n + 64, file.size());
+    std::fill(file.begin() + 80, file.end(), '\0');
+    const uint32_t code =
+        compression == Compression::lz4 ? seg::kCompressionLz4 : seg::kCompressionZstd;
+    const std::span<const std::byte> body[1] = {std::span(stored).first(n)};
+    seg::encode_gathered(std::as_writable_bytes(std::span(file)), 1, 80, seg::Kind::data, body,
+                         code << seg::kCompressionShift);
+    TempDir copy;
+    Config c = cfg;
+    c.dir = copy.path();
+    write_segments(copy.path(), files);
+    auto log = Log::open(c);
+    if (!log) continue;  // refused as damage: fine too
+    for (const auto& r : read_all(**log)) {
+      EXPECT_LE(r.data.size(), cfg.max_unfragmented_size())
+          << "a " << r.data.size() << "-byte record inflated from a " << cfg.segment_size
+          << "-byte segment at " << r.position.to_string();
+    }
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+}
+
 TEST(TransformDamage, AReaderFailsOnARecordDamagedAfterOpen) {
   TempDir dir;
   KeyDir keys;
@@ -428,6 +475,61 @@ TEST(TransformDamage, AReaderFailsOnARecordDamagedAfterOpen) {
   EXPECT_EQ(rec.error().code, Errc::corruption);
   EXPECT_NE(rec.error().message.find("record fails authentication"), std::string::npos);
   ASSERT_TRUE((*log)->close().has_value());
+}
+
+// A plain frame forged over an encrypted one: the same framed size, its
+// public checksum computed, so nothing but the rule that an encrypted
+// segment holds no plain user record can catch it.
+TEST(TransformDamage, APlainUserRecordForgedIntoAnEncryptedSegmentIsDamage) {
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), {"aes", Compression::none, true}, keys.file());
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value());
+    ASSERT_EQ(*(*log)->append("genuine record 1"), Position(1, 80));  // stored 32, framed 40
+    ASSERT_TRUE((*log)->append("second").has_value());
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const Files clean = load_segments(dir.path());
+  ASSERT_EQ(locate(clean.at(1), 80).word & 0xffffff, 32u);
+  // Plain payloads of 32 bytes that each kind accepts.
+  std::string data(32, 'F');
+  std::string batch(32, '\0');
+  const uint32_t one = 1, len = 16, back = 16;
+  std::memcpy(batch.data(), &one, 4);
+  std::memcpy(batch.data() + 8, &len, 4);
+  std::memcpy(batch.data() + 12, &back, 4);
+  std::memset(batch.data() + 16, 'F', 16);
+  std::string first(32, 'F');
+  const uint64_t total = 24;
+  std::memcpy(first.data(), &total, 8);
+  const std::pair<seg::Kind, std::string> forged[] = {{seg::Kind::data, data},
+                                                      {seg::Kind::batch, batch},
+                                                      {seg::Kind::first, first},
+                                                      {seg::Kind::middle, data},
+                                                      {seg::Kind::last, data}};
+  for (const auto& [kind, payload] : forged) {
+    Files files = clean;
+    seg::encode_record_at(reinterpret_cast<std::byte*>(files[1].data()) + 80, 1, 80, kind,
+                          std::as_bytes(std::span(payload)));
+    TempDir copy;
+    auto log = open_copy(copy, cfg, files);
+    ASSERT_FALSE(log.has_value()) << "forged " << seg::to_string(kind) << " record accepted";
+    EXPECT_EQ(log.error().code, Errc::corruption) << log.error().describe();
+    EXPECT_NE(
+        log.error().message.find("segment 1 offset 80: plain user record in an encrypted segment"),
+        std::string::npos)
+        << log.error().message;
+    // skip-damaged drops it; no forged byte is ever returned.
+    Config c = cfg;
+    c.dir = copy.path();
+    c.recovery = RecoveryMode::skip_damaged;
+    auto replayed = replay_all(c);
+    ASSERT_TRUE(replayed.has_value()) << replayed.error().describe();
+    ASSERT_EQ(replayed->size(), 1u) << seg::to_string(kind);
+    EXPECT_EQ((*replayed)[0].data, "second");
+  }
 }
 
 // ---- keys -------------------------------------------------------------------
@@ -476,7 +578,8 @@ TEST(TransformKeys, MissingWrongAndUnknownKeysAreClearErrors) {
   bad.encryption_key_file = wrong;
   auto c = Log::open(bad);
   ASSERT_FALSE(c.has_value());
-  EXPECT_NE(c.error().message.find("record fails authentication"), std::string::npos)
+  EXPECT_EQ(c.error().code, Errc::invalid_config);
+  EXPECT_NE(c.error().message.find("wrong key for key id 1 in segment 1"), std::string::npos)
       << c.error().message;
   expect_no_key_bytes(c.error().message);
   // A key file others may read.
@@ -497,6 +600,95 @@ TEST(TransformKeys, MissingWrongAndUnknownKeysAreClearErrors) {
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.error().message.find("line 1"), std::string::npos) << e.error().message;
   expect_no_key_bytes(e.error().message);
+}
+
+// Wrong key bytes under the right key id are told apart from damage by the
+// segment header's key check value: refused in every recovery mode, never
+// recorded as a loss, and the log then opens with the right key whole.
+TEST(TransformKeys, AWrongKeyIsItsOwnErrorInEveryModeAndLosesNothing) {
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), {"aes", Compression::lz4, true}, keys.file());
+  std::vector<Replayed> want;
+  for (int session = 0; session < 2; ++session) {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value()) << log.error().describe();
+    for (int i = 0; i < 30; ++i) {
+      const std::string r = random_bytes(9000, session * 100 + i);
+      auto p = (*log)->append(r);
+      ASSERT_TRUE(p.has_value());
+      want.push_back({*p, r});
+    }
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  const Files before = load_segments(dir.path());
+  ASSERT_GT(before.size(), 2u);
+  TempDir other;
+  const auto wrong = other.path() / "wrong";
+  write_key_file(wrong, std::string("1 ") + kHexWrong + "\n");
+  for (RecoveryMode mode : {RecoveryMode::tolerate_torn_tail, RecoveryMode::point_in_time,
+                            RecoveryMode::skip_damaged, RecoveryMode::absolute}) {
+    Config bad = cfg;
+    bad.encryption_key_file = wrong;
+    bad.recovery = mode;
+    auto log = Log::open(bad);
+    ASSERT_FALSE(log.has_value()) << "opened with the wrong key, recovery=" << to_string(mode);
+    EXPECT_EQ(log.error().code, Errc::invalid_config) << log.error().describe();
+    EXPECT_NE(log.error().message.find("wrong key for key id 1 in segment 1"), std::string::npos)
+        << log.error().message;
+    expect_no_key_bytes(log.error().message);
+  }
+  EXPECT_EQ(load_segments(dir.path()), before) << "a refused open wrote into the log";
+  RecoveryReport report;
+  auto got = replay_all(cfg, &report);
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  EXPECT_TRUE(same_records(*got, want));
+  EXPECT_TRUE(report.accepted.empty());
+  EXPECT_TRUE(report.damage.empty());
+  // synclog-dump's reader (a keyring on a segment reader) says the same.
+  auto parsed = seg::parse_key_file(std::string("1 ") + kHexWrong, "test");
+  ASSERT_TRUE(parsed.has_value());
+  seg::Keyring ring(seg::key_source_from(std::move(*parsed), "test"));
+  auto reader = seg::SegmentReader::open(dir.path() / seg::segment_file_name(1), 1);
+  ASSERT_TRUE(reader.has_value());
+  reader->set_keys(&ring);
+  auto r = reader->record(80);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("wrong key for key id 1 in segment 1"), std::string::npos)
+      << r.error().message;
+}
+
+// A version-6 encrypted segment has no key check value: it still opens
+// with its key, and a wrong key there can only show as failed records.
+TEST(TransformKeys, AVersion6EncryptedSegmentWithoutAKeyCheckValueStillOpens) {
+  TempDir dir;
+  KeyDir keys;
+  Config cfg = transform_config(dir.path(), {"aes", Compression::none, true}, keys.file());
+  Position at;
+  {
+    auto log = Log::open(cfg);
+    ASSERT_TRUE(log.has_value());
+    at = *(*log)->append("written by version 6");
+    ASSERT_TRUE((*log)->close().has_value());
+  }
+  Files files = load_segments(dir.path());
+  for (auto& [id, bytes] : files) {
+    const uint32_t v6 = 6, zero = 0;
+    std::memcpy(bytes.data() + 8, &v6, 4);
+    std::memcpy(bytes.data() + 56, &zero, 4);
+    const uint32_t crc = io::crc32c(0, std::as_bytes(std::span(bytes.data(), 60)));
+    std::memcpy(bytes.data() + 60, &crc, 4);
+  }
+  TempDir copy;
+  write_segments(copy.path(), files);
+  Config c = cfg;
+  c.dir = copy.path();
+  c.recovery = RecoveryMode::absolute;
+  auto got = replay_all(c);
+  ASSERT_TRUE(got.has_value()) << got.error().describe();
+  ASSERT_FALSE(got->empty());
+  EXPECT_EQ((*got)[0].position, at);
+  EXPECT_EQ((*got)[0].data, "written by version 6");
 }
 
 TEST(TransformKeys, RotationReadsOldSegmentsAndWritesUnderTheNewKey) {
@@ -673,9 +865,11 @@ TEST(TransformFormat, KeysAndNoncesDifferForEveryLogSegmentAndOffset) {
   std::set<std::array<std::byte, 32>> keys;
   for (uint64_t log : {1ull, 2ull, 1ull << 40})
     for (uint64_t segment : {1ull, 2ull, 3ull, 1ull << 32}) {
-      auto k = seg::derive_segment_key(master, log, segment);
+      auto k = seg::derive_segment_key(master.bytes, log, segment);
       ASSERT_TRUE(k.has_value());
-      EXPECT_TRUE(keys.insert(*k).second) << log << " " << segment;
+      std::array<std::byte, 32> copy;
+      std::memcpy(copy.data(), k->data(), copy.size());
+      EXPECT_TRUE(keys.insert(copy).second) << log << " " << segment;
     }
   std::set<std::array<std::byte, 12>> nonces;
   for (uint64_t salt : {1ull, 2ull})

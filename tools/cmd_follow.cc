@@ -3,11 +3,14 @@
 // never a byte past an index's offset; with --delete it removes what it has
 // consumed, which is what frees cdc_max_size for the log.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "dump.h"
 #include "io/file.h"
@@ -80,20 +83,63 @@ int damaged(const std::string& what) {
   return kDamaged;
 }
 
+// The segment and its index, in that order: an index left alone names no
+// file, while a segment left without its index would look unfinished.
+Result<void> remove_segment(const fs::path& dir, uint64_t id) {
+  for (const auto& n : {seg::segment_file_name(id), seg::cdc_index_name(id)}) {
+    if (auto r = io::remove_file(dir / n); !r) return r;
+  }
+  return {};
+}
+
+// A record in fragments being assembled, as Reader does: printed only once
+// its last fragment is read and the lengths add up; dropped (abandoned: a
+// crash cut it, or its append failed) when anything but its next fragment
+// follows. The segments holding its fragments are kept until then.
+struct Pending {
+  Position at;
+  uint64_t total = 0;
+  std::vector<std::byte> bytes;
+  uint64_t last_segment = 0;       // where its latest fragment lies
+  std::vector<uint64_t> finished;  // its segments read to their end, for --delete
+};
+
 }  // namespace
 
 int cmd_follow(const Common& c, const FollowOptions& f) {
   std::signal(SIGINT, on_sigint);
   std::optional<Cursor> cur;
   std::optional<uint64_t> last_done;
+  std::optional<Pending> pending;
   uint64_t shown = 0;
+  // Lets go of the pending record (printed or abandoned): with --delete its
+  // finished segments go once what was printed has left the process.
+  auto resolve = [&]() -> Result<void> {
+    std::vector<uint64_t> held = std::move(pending->finished);
+    pending.reset();
+    if (!f.remove || held.empty()) return {};
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      return make_error(Errc::io_error, "cannot write the output; segments are kept");
+    }
+    for (uint64_t id : held) {
+      if (auto r = remove_segment(c.dir, id); !r) return r;
+    }
+    return {};
+  };
   auto last_progress = std::chrono::steady_clock::now();
   while (!g_interrupted) {
     bool progress = false;
     if (!cur) {
       auto ids = linked_after(c.dir, last_done);
       if (!ids) return damaged(ids.error().describe());
-      if (!ids->empty()) cur = Cursor{.id = ids->front()};
+      if (!ids->empty()) {
+        cur.emplace();
+        cur->id = ids->front();
+        // A record's next fragment starts the very next segment.
+        if (pending && cur->id != pending->last_segment + 1) {
+          if (auto r = resolve(); !r) return damaged(r.error().describe());
+        }
+      }
     }
     if (cur) {
       auto index = seg::load_cdc_index(c.dir, cur->id);
@@ -101,8 +147,22 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
       // No index (yet): nothing of the segment is known to be durable.
       const seg::CdcIndex idx = index->value_or(seg::CdcIndex{seg::kHeaderSize, false});
       const fs::path path = c.dir / seg::segment_file_name(cur->id);
+      if (!*index) {
+        // Its link is gone too (the log removes the index first): a spare
+        // of a crashed session, removed by the next open. What is linked
+        // now is listed again.
+        std::error_code ec;
+        if (!fs::exists(path, ec) && !ec) {
+          cur.reset();
+          continue;
+        }
+      }
       if (!cur->reader && idx.offset > cur->off) {
         auto r = seg::SegmentReader::open(path, cur->id, idx.offset);
+        if (!r && r.error().sys_errno == ENOENT) {
+          cur.reset();  // removed since the index was read: list again
+          continue;
+        }
         if (!r) return damaged(r.error().describe());
         cur->reader = std::move(*r);
         cur->reader->set_keys(c.keys.get());
@@ -126,6 +186,42 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
           cur->finished = true;
           break;
         }
+        const bool fragment = r.kind == seg::Kind::middle || r.kind == seg::Kind::last;
+        if (pending && fragment && !r.sealed) {
+          pending->bytes.insert(pending->bytes.end(), r.payload.begin(), r.payload.end());
+          pending->last_segment = cur->id;
+          if (pending->bytes.size() > pending->total ||
+              (r.kind == seg::Kind::last && pending->bytes.size() != pending->total)) {
+            return damaged("fragmented record at " + pending->at.to_string() + " holds " +
+                           std::to_string(pending->bytes.size()) +
+                           " bytes where its first fragment says " +
+                           std::to_string(pending->total));
+          }
+          if (r.kind == seg::Kind::last) {
+            show(c, pending->at, {seg::Kind::data, 0, 0, pending->bytes});
+            ++shown;
+            if (auto done = resolve(); !done) return damaged(done.error().describe());
+          }
+          continue;
+        }
+        if (pending) {
+          // Anything but its next fragment: the record was cut.
+          if (auto done = resolve(); !done) return damaged(done.error().describe());
+        }
+        // A fragment whose first one was consumed before, released, or cut
+        // is passed over, as Reader does.
+        if (fragment) continue;
+        if (r.kind == seg::Kind::first && !r.sealed) {
+          if (r.payload.size() < seg::kFirstFixedPayload) {
+            return damaged("first fragment at " + at.to_string() + " is too short");
+          }
+          pending.emplace();
+          pending->at = at;
+          pending->last_segment = cur->id;
+          std::memcpy(&pending->total, r.payload.data(), sizeof pending->total);
+          pending->bytes.assign(r.payload.begin() + seg::kFirstFixedPayload, r.payload.end());
+          continue;
+        }
         if (r.kind == seg::Kind::batch && !r.sealed) {
           for (auto in = seg::first_inner(r); in; in = seg::next_inner(r, *in)) {
             show(c, Position(cur->id, in->offset),
@@ -139,7 +235,11 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
       }
       if (idx.completed && cur->off >= idx.offset) cur->finished = true;
       if (cur->finished && idx.completed) {
-        if (f.remove) {
+        if (pending && pending->last_segment == cur->id) {
+          // Its next fragment comes in the next segment: keep this one.
+          cur->reader.reset();
+          pending->finished.push_back(cur->id);
+        } else if (f.remove) {
           // What was printed leaves the process before the segment goes.
           if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
             std::fprintf(stderr,
@@ -149,11 +249,7 @@ int cmd_follow(const Common& c, const FollowOptions& f) {
             return kDamaged;
           }
           cur->reader.reset();
-          // The segment first: an index left alone names no file, while a
-          // segment left without its index would look unfinished.
-          for (const auto& n : {seg::segment_file_name(cur->id), seg::cdc_index_name(cur->id)}) {
-            if (auto r = io::remove_file(c.dir / n); !r) return damaged(r.error().describe());
-          }
+          if (auto r = remove_segment(c.dir, cur->id); !r) return damaged(r.error().describe());
         }
         last_done = cur->id;
         cur.reset();

@@ -22,7 +22,6 @@
 #include <string>
 
 #include "dump.h"
-#include "io/secret_file.h"
 #include "segments/transform.h"
 
 using namespace synclog::dump;
@@ -173,16 +172,12 @@ int main(int argc, char** argv) {
   Range range;
   if (!parse_range(a, &range)) return kUsage;
   if (!a.key_file.empty()) {
-    auto text = synclog::io::read_secret_file(a.key_file);
-    auto keys = text
-                    ? synclog::seg::parse_key_file(*text, a.key_file)
-                    : decltype(synclog::seg::parse_key_file("", "")){std::unexpected(text.error())};
-    if (!keys) {
-      usage_error("--key-file: " + keys.error().message);
+    auto loaded = synclog::seg::key_source_from_file(a.key_file);
+    if (!loaded) {
+      usage_error("--key-file: " + loaded.error().message);
       return kUsage;
     }
-    c.keys = std::make_shared<synclog::seg::Keyring>(
-        synclog::seg::key_source_from(std::move(*keys), a.key_file));
+    c.keys = std::make_shared<synclog::seg::Keyring>(std::move(*loaded));
   }
   if (!check_dir(c.dir)) return kUsage;
   if (*follow) {

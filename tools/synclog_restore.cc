@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       "synclog-restore: build a new log directory from archived segments (and the log's own "
       "directory) up to a stop point; never writes into the archive or the live log"};
   synclog::RestoreOptions o;
-  std::string archive, live, target, position, time;
+  std::string archive, live, target, position, time, key_file;
   bool group_read = false;
   app.add_option("--archive", archive, "directory of archived segment files")->required();
   app.add_option("--live", live, "the log's own directory, for segments not archived yet");
@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
                             "unix ns or YYYY-MM-DDTHH:MM:SS[.fraction]Z (UTC)");
   pos->excludes(at);
   app.add_flag("--group-read", group_read, "files 0640 and the directory 0750");
+  app.add_option("--key-file", key_file,
+                 "for an encrypted log: its keys (the encryption_key_file format); the restored "
+                 "log opens with the same keys");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   o.live = live;
   o.target = target;
   o.group_read = group_read;
+  o.encryption_key_file = key_file;
   if (!position.empty()) {
     const auto p = parse_position(position);
     if (!p) {

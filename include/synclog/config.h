@@ -130,6 +130,11 @@ struct SYNCLOG_API Config {
   // success means archived. It must only read the file, must not throw and
   // must not call the log. Not part of parse() or to_string().
   std::function<Result<void>(const std::filesystem::path& path, uint64_t segment_id)> archive;
+  // The built-in archive, durable by construction: the library copies each
+  // segment into this existing directory itself (as <name>.tmp, fdatasynced,
+  // renamed to the segment's file name, the directory fsynced) before it
+  // counts it archived. Not together with archive_command or the hook.
+  std::filesystem::path archive_dir;
 
   // Change data capture (docs/operations.md, Change data capture): every
   // segment of the log is hard-linked into this directory before it can

@@ -16,7 +16,7 @@ enum class Errc {
   corruption,        // damaged log data found where recovery mode forbids it
   bad_directory,     // missing/unwritable directory, foreign file, bad segment header
   no_space,          // size limit or full disk: back-pressure timed out
-  failed,            // the log failed stop after an earlier sync error (see message)
+  failed,            // the log failed stop: a sync error, or a segment not made (see message)
   closed,            // the log was closed
   unsupported,       // this machine cannot run the requested backend
   released,          // a position whose segment was already released

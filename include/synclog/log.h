@@ -162,8 +162,8 @@ class SYNCLOG_API Log {
   // return it with empty data). A record above
   // config.max_unfragmented_size() (allowed with config.max_record) is
   // written in fragments across segments and replays whole or not at all;
-  // its position is where it starts, and it is durable once all of it is. In batch and group mode it returns once the
-  // record is durable; in periodic mode at once. After a sync failure every
+  // its position is where it starts, and it is durable once all of it is. In batch and group mode
+  // it returns once the record is durable; in periodic mode at once. After a sync failure every
   // call returns Errc::failed.
   [[nodiscard]] Result<Position> append(std::span<const std::byte> record);
   [[nodiscard]] Result<Position> append(std::string_view record) {
@@ -271,9 +271,12 @@ class SYNCLOG_API Log {
   // record without reading the segment before it; from any other position
   // it walks the segment from its first record. Readers hold a window of a
   // segment (1 MiB, or the record if larger), never the whole file.
+  // A `from` in a segment below the oldest one the log holds (released) is
+  // Errc::released: its records are gone, and the reader never silently
+  // starts later. Position() means the start of the log.
   [[nodiscard]] Result<Reader> read(Position from = {}) const;
   // A tailer from `from`: the records read() would give, then each new one
-  // as it becomes durable.
+  // as it becomes durable; a released `from` is Errc::released, as for read().
   [[nodiscard]] Result<Tailer> tail(Position from = {}) const;
 
   const RecoveryReport& recovery() const;

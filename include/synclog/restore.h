@@ -10,8 +10,8 @@
 //
 // Only reads the segment files of `archive` and `live`. It holds the live
 // directory's LOCK while it copies, so no process opens that log meanwhile
-// (and an open one is refused); if `live` had no LOCK file, an empty one
-// stays behind. Two restores into the same target at once: the second
+// (and an open one is refused); if `live` (a log directory) had no LOCK
+// file, an empty one stays behind. Two restores into the same target at once: the second
 // finds the first's staging directory and fails.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "synclog/config.h"
 #include "synclog/error.h"
 #include "synclog/export.h"
 #include "synclog/position.h"
@@ -39,8 +40,13 @@ struct RestoreOptions {
   // are passed over (an archive command may keep its own files there).
   std::filesystem::path archive;
   // The log's own directory, for the segments not archived yet; empty for
-  // none. It may be missing or empty. Its segments and the archive's are one
-  // chain: a segment in both must be byte-identical in both.
+  // none (an archive-only restore). Named, it must exist and hold segment
+  // files of the archive's log: a missing path, a directory that is not a
+  // log (nothing is written into it) and another log's directory (both log
+  // ids named) are Errc::bad_directory. Its segments and the archive's are
+  // one chain: a segment in both must be byte-identical in both, unless its
+  // archived copy lies past what the live directory's ARCHIVED confirms
+  // (then the live copy is taken).
   std::filesystem::path live;
   // Where the restored log goes: must not exist (its parent must). It is
   // built in `target` + ".restoring" and renamed into place once complete
@@ -57,17 +63,26 @@ struct RestoreOptions {
   uint64_t time_ns = 0;
   // Files and the directory get 0640/0750 instead of 0600/0700.
   bool group_read = false;
+  // For an encrypted log: at most one of these, as in Config (the same key
+  // file format, the same callback). Restore decrypts with it to judge the
+  // copies and find the stop point; the restored log keeps its segments as
+  // they were, so it opens with the same keys. Neither: an encrypted
+  // segment is an error naming it and its key id.
+  std::filesystem::path encryption_key_file;
+  KeySource encryption_keys;
 };
 
 struct RestoreReport {
   // Segment ids, ascending, by where they came from. Each lists the ids
   // copied, including those then dropped.
   std::vector<uint64_t> from_archive;  // only in the archive
-  std::vector<uint64_t> from_live;     // only in the live directory
-  std::vector<uint64_t> in_both;       // in both, byte-identical: copied from the archive
-  std::vector<uint64_t> dropped;       // past the stop point: not in the restored log
-  uint64_t records = 0;                // records the restored log replays
-  std::optional<Position> last;        // the last of them; none if it holds none
+  // Only in the live directory, or in both with an archived copy that
+  // differs and that the live directory's ARCHIVED does not confirm.
+  std::vector<uint64_t> from_live;
+  std::vector<uint64_t> in_both;  // in both, byte-identical: copied from the archive
+  std::vector<uint64_t> dropped;  // past the stop point: not in the restored log
+  uint64_t records = 0;           // records the restored log replays
+  std::optional<Position> last;   // the last of them; none if it holds none
   // Where the restored log ends (Log::open's RecoveryReport::end): just past
   // an end record written after the last record kept.
   Position end;
@@ -76,8 +91,9 @@ struct RestoreReport {
 };
 
 // Errc::invalid_argument for bad options or a stop point that keeps no
-// record, Errc::bad_directory for a missing archive, an existing target or
-// a live log in use, Errc::corruption for a broken chain (a missing segment,
+// record, Errc::bad_directory for a missing archive, an existing target, a
+// live directory that is missing, not a log or another log's, or a live
+// log in use, Errc::corruption for a broken chain (a missing segment,
 // named) or a damaged copy; nothing is left in `target` then.
 [[nodiscard]] SYNCLOG_API Result<RestoreReport> restore(const RestoreOptions& options);
 

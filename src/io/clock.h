@@ -6,6 +6,7 @@
 
 #include <time.h>
 
+#include <chrono>
 #include <cstdint>
 
 namespace synclog::io {
@@ -27,6 +28,19 @@ inline uint64_t wall_now_ns() {
   timespec ts;
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// steady_clock::now() + timeout, saturating: a timeout too large for the
+// clock waits as long as the clock can count, never wraps into the past.
+template <class Rep, class Period>
+std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, Period> timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto now = Clock::now();
+  if (timeout <= timeout.zero()) return now;
+  const auto room = std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(
+      Clock::time_point::max() - now);
+  if (timeout >= room) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(timeout);
 }
 
 }  // namespace synclog::io

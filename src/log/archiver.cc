@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "io/command.h"
+#include "io/file.h"
 #include "log/archive_state.h"
 #include "segments/segment.h"
 
@@ -14,6 +16,35 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(10'000);
+constexpr size_t kCopyChunk = size_t{1} << 20;
+
+// archive_dir: the copy is durable before it has the segment's name, and
+// the name is durable before the caller records the segment archived. A
+// temp file a crash left is overwritten and cut to size.
+Result<void> durable_copy(const std::filesystem::path& from, const std::filesystem::path& dir,
+                          uint32_t perms) {
+  const auto name = from.filename();
+  const auto tmp = dir / (name.string() + ".tmp");
+  auto in = io::File::open(from, io::File::Mode::read);
+  if (!in) return std::unexpected(in.error());
+  auto out = io::File::open(tmp, io::File::Mode::create_or_open, perms);
+  if (!out) return std::unexpected(out.error());
+  std::vector<std::byte> buf(kCopyChunk);
+  uint64_t off = 0;
+  for (;;) {
+    auto n = in->read_at(off, buf);
+    if (!n) return std::unexpected(n.error());
+    if (auto w = out->write_at(off, std::span(buf).first(*n)); !w) return w;
+    off += *n;
+    if (*n < kCopyChunk) break;
+  }
+  if (auto r = out->truncate(off); !r) return r;
+  if (auto r = out->datasync(); !r) return r;
+  out->close();
+  if (auto r = io::rename_file(tmp, dir / name); !r) return r;
+  return io::sync_dir(dir);
+}
+
 }  // namespace
 
 std::string expand_archive_command(const std::string& command, const std::filesystem::path& path) {
@@ -68,7 +99,14 @@ uint64_t Archiver::next_candidate() const {
 
 Result<void> Archiver::archive(uint64_t id) {
   const auto path = opt_.dir / seg::segment_file_name(id);
-  if (opt_.hook) {
+  if (!opt_.copy_dir.empty()) {
+    if (auto r = durable_copy(path, opt_.copy_dir, opt_.file_perms); !r) {
+      return make_error(r.error().code,
+                        "archive_dir: copying segment " + std::to_string(id) + " into " +
+                            opt_.copy_dir.string() + " failed: " + r.error().message,
+                        r.error().sys_errno);
+    }
+  } else if (opt_.hook) {
     if (auto r = opt_.hook(path, id); !r) {
       return make_error(
           r.error().code,

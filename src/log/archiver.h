@@ -24,6 +24,7 @@ struct ArchiverOptions {
   std::filesystem::path dir;
   std::string command;  // archive_command; empty if `hook` is used
   std::function<Result<void>(const std::filesystem::path&, uint64_t)> hook;
+  std::filesystem::path copy_dir;  // archive_dir: the built-in durable copy
   uint64_t log_id = 0;
   // Segments below this id are earlier sessions': complete and made
   // durable by open. This session's are complete once a later one holds

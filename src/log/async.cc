@@ -1,5 +1,6 @@
 // Log::append_async(), wait_durable() and durable_fd(): appends whose thread
 // does not wait, and the ways to learn that they became durable.
+#include "io/clock.h"
 #include "log/log_impl.h"
 
 namespace synclog {
@@ -11,8 +12,7 @@ Result<Position> Log::append_async(std::span<const std::byte> record, Completion
 }
 
 Result<void> Log::wait_durable(Position pos, std::chrono::nanoseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  const auto deadline = io::deadline_after(timeout);
   return impl_->driver->wait_until(pos, deadline);
 }
 

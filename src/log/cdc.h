@@ -38,13 +38,16 @@ struct CdcOptions {
 [[nodiscard]] Result<void> check_cdc_dir(const Config& config,
                                          const std::filesystem::path& probe_from);
 
-// Log::open, after recovery and before the new session links anything:
-// earlier sessions' segments still linked get a complete index (their
+// Log::open, after recovery and before the new session links anything.
+// Stale names go first, durably (a consumer moving on from a segment
+// completed here must not land on a link about to disappear): leftover
+// temp indexes, and links past the recovered log (below). Then earlier
+// sessions' segments still linked get a complete index (their
 // recovered end, or the file's end for segments the log released);
 // links of segments past the recovered log (spares of a crashed session,
 // discarded segments) are removed with their indexes, unless an index
 // claims durable records there (then Errc::bad_directory: it holds
-// records this log does not have); leftover temp indexes are removed.
+// records this log does not have).
 [[nodiscard]] Result<void> settle_cdc_dir(const Config& config, const seg::Recovered& rec);
 
 class Cdc {

@@ -1,6 +1,9 @@
 // What Log::open does to cdc_dir before a session links segments into it.
 #include <algorithm>
 #include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "io/file.h"
 #include "io/links.h"
@@ -57,37 +60,52 @@ Result<void> settle_cdc_dir(const Config& config, const seg::Recovered& rec) {
   const auto& dir = config.cdc_dir;
   auto names = io::list_dir(dir);
   if (!names) return std::unexpected(names.error());
+  // Two passes, whatever order the directory lists its names in. First
+  // every stale name goes, durably: a consumer that moves on from a
+  // segment this open completes must never land on a link about to
+  // disappear. Temp indexes go then too, before any index is rewritten
+  // through the same temp name.
+  std::vector<std::pair<uint64_t, std::string>> kept;
   bool removed = false;
   for (const auto& name : *names) {
     if (ends_with(name, "_cdc.idx.tmp")) {
-      if (auto r = io::remove_file(dir / name); !r) return r;
+      if (auto r = io::remove_file(dir / name); !r && r.error().sys_errno != ENOENT) return r;
       removed = true;
       continue;
     }
     uint64_t id = 0;
     if (!seg::parse_segment_file_name(name, &id)) continue;
-    auto index = seg::load_cdc_index(dir, id);
-    if (!index) return std::unexpected(index.error());
     const bool discarded =
         std::find(rec.discard.begin(), rec.discard.end(), id) != rec.discard.end();
-    if (id >= rec.next_id || discarded) {
-      if (*index && (*index)->offset > seg::kHeaderSize) {
-        return make_error(Errc::bad_directory,
-                          "cdc_dir " + dir.string() + " holds segment " + name +
-                              " whose index claims durable records up to offset " +
-                              std::to_string((*index)->offset) + ", but the log in " +
-                              config.dir.string() +
-                              " has no such records there (another log's CDC directory?); "
-                              "consume or move it first");
-      }
-      // A spare of a session that crashed, or a segment past the recovered
-      // end: no durable record, and the id may be used again.
-      for (const auto& n : {seg::cdc_index_name(id), name}) {
-        if (auto r = io::remove_file(dir / n); !r && r.error().sys_errno != ENOENT) return r;
-      }
-      removed = true;
+    if (id < rec.next_id && !discarded) {
+      kept.emplace_back(id, name);
       continue;
     }
+    auto index = seg::load_cdc_index(dir, id);
+    if (!index) return std::unexpected(index.error());
+    if (*index && (*index)->offset > seg::kHeaderSize) {
+      return make_error(Errc::bad_directory,
+                        "cdc_dir " + dir.string() + " holds segment " + name +
+                            " whose index claims durable records up to offset " +
+                            std::to_string((*index)->offset) + ", but the log in " +
+                            config.dir.string() +
+                            " has no such records there (another log's CDC directory?); "
+                            "consume or move it first");
+    }
+    // A spare of a session that crashed, or a segment past the recovered
+    // end: no durable record, and the id may be used again.
+    for (const auto& n : {seg::cdc_index_name(id), name}) {
+      if (auto r = io::remove_file(dir / n); !r && r.error().sys_errno != ENOENT) return r;
+    }
+    removed = true;
+  }
+  if (removed) {
+    if (auto r = io::sync_dir(dir); !r) return r;
+  }
+  std::sort(kept.begin(), kept.end());
+  for (const auto& [id, name] : kept) {
+    auto index = seg::load_cdc_index(dir, id);
+    if (!index) return std::unexpected(index.error());
     if (*index && (*index)->completed) continue;
     uint64_t end = 0;
     if (rec.kept.contains(id)) {
@@ -107,7 +125,6 @@ Result<void> settle_cdc_dir(const Config& config, const seg::Recovered& rec) {
     }
     if (auto r = seg::store_cdc_index(dir, id, {end, true}, config.file_perms()); !r) return r;
   }
-  if (removed) return io::sync_dir(dir);
   return {};
 }
 

@@ -12,6 +12,12 @@ namespace synclog {
 namespace {
 
 constexpr uint64_t kMaxRecordLimit = uint64_t{1} << 30;
+// Maxima of the durations and byte totals (docs/config.md): far above any
+// useful value, and low enough that a deadline of now() plus one, in
+// nanoseconds, and a total plus a segment never overflow.
+constexpr auto kMaxPace = std::chrono::hours(1);  // interval, lag_bound, window
+constexpr auto kMaxAllocationTimeout = std::chrono::hours(24);
+constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 60;  // max_total_size, cdc_max_size
 
 template <class E>
 struct Named {
@@ -190,6 +196,11 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
     archive_command = std::string(value);
     return {};
   }
+  if (key == "archive_dir") {
+    // Empty means off, as for archive_command.
+    archive_dir = std::string(value);
+    return {};
+  }
   if (key == "cdc_dir") {
     // Empty means off, as for archive_command.
     cdc_dir = std::string(value);
@@ -240,7 +251,8 @@ Result<void> Config::set(std::string_view key, std::string_view value) {
           "segment_size, spare_segments, recycle, prezero, max_total_size, max_record, "
           "allocation_timeout, recovery, sync_threads, queue_depth, syncs_in_flight, tail, "
           "direct_sync, block_size, metrics, on_sync_failure, create_dir, group_read, "
-          "archive_command, cdc_dir, cdc_max_size, compression, compression_level, encryption, "
+          "archive_command, archive_dir, cdc_dir, cdc_max_size, compression, compression_level, "
+          "encryption, "
           "encryption_key_file)");
 }
 
@@ -314,6 +326,28 @@ Result<void> Config::validate() const {
                      std::to_string(max_total_size) + ")");
     }
   }
+  for (const auto& [key, value] :
+       {std::pair<const char*, std::chrono::microseconds>{"interval", interval},
+        {"lag_bound", lag_bound},
+        {"window", window}}) {
+    if (value > kMaxPace) {
+      return invalid(std::string("config key '") + key + "': " + duration_text(value) +
+                     " is above the maximum 3600s (1h)");
+    }
+  }
+  if (allocation_timeout > kMaxAllocationTimeout) {
+    return invalid(
+        "config key 'allocation_timeout': " + std::to_string(allocation_timeout.count()) +
+        "ms is above the maximum 86400s (24h)");
+  }
+  for (const auto& [key, value] :
+       {std::pair<const char*, uint64_t>{"max_total_size", max_total_size},
+        {"cdc_max_size", cdc_max_size}}) {
+    if (value > kMaxTotalBytes) {
+      return invalid(std::string("config key '") + key + "': " + std::to_string(value) +
+                     " is above the maximum 1EiB (2^60 bytes; 0 means unbounded)");
+    }
+  }
   if (interval.count() <= 0) return invalid("config key 'interval': must be greater than 0");
   if (window.count() <= 0) return invalid("config key 'window': must be greater than 0");
   if (lag_bound.count() < 0) return invalid("config key 'lag_bound': must not be negative");
@@ -354,6 +388,11 @@ Result<void> Config::validate() const {
       (block_size < 512 || block_size > 4096 || (block_size & (block_size - 1)) != 0)) {
     return invalid("config key 'block_size': " + std::to_string(block_size) +
                    " is not 0 (probe) or a power of two from 512 to 4096");
+  }
+  if (!archive_dir.empty() && (!archive_command.empty() || archive)) {
+    return invalid(std::string("config key 'archive_dir': set together with ") +
+                   (archive ? "the archive hook (Config::archive)" : "'archive_command'") +
+                   "; set at most one");
   }
   if (!archive_command.empty() && archive) {
     return invalid(
@@ -464,6 +503,7 @@ std::string Config::to_string() const {
   add("create_dir", create_dir ? "true" : "false");
   add("group_read", group_read ? "true" : "false");
   add("archive_command", archive_command);
+  add("archive_dir", archive_dir.string());
   add("cdc_dir", cdc_dir.string());
   add("cdc_max_size", std::to_string(cdc_max_size));
   add("compression", synclog::to_string(compression));

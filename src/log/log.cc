@@ -9,7 +9,6 @@
 #include "io/align.h"
 #include "io/filesystem.h"
 #include "io/links.h"
-#include "io/secret_file.h"
 #include "log/archive_state.h"
 #include "log/dir_lock.h"
 #include "log/log_impl.h"
@@ -212,11 +211,9 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
   if (config.encryption != Encryption::none) {
     KeySource source = config.encryption_keys;
     if (!source) {
-      auto text = io::read_secret_file(config.encryption_key_file);
-      if (!text) return std::unexpected(text.error());
-      auto keys = seg::parse_key_file(*text, config.encryption_key_file.string());
-      if (!keys) return std::unexpected(keys.error());
-      source = seg::key_source_from(std::move(*keys), config.encryption_key_file.string());
+      auto loaded = seg::key_source_from_file(config.encryption_key_file);
+      if (!loaded) return std::unexpected(loaded.error());
+      source = std::move(*loaded);
     }
     impl->keys = std::make_shared<seg::Keyring>(std::move(source));
   }
@@ -266,6 +263,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     if (!key) return std::unexpected(key.error());
     mo.key = *key;
   }
+  impl->first_new_id = rec->next_id;
   impl->manager = std::make_unique<seg::SegmentManager>(mo, rec->next_id, std::move(rec->kept));
   impl->manager->start();
   impl->appender = std::make_unique<seg::Appender>(
@@ -288,9 +286,12 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
       impl->config.segment_kind == SegmentKind::direct && config.tail == TailPolicy::pad ? block
                                                                                          : 8,
       impl->metrics);
+  // A segment the manager cannot make (not for want of space) stops the
+  // log as a failed sync does.
+  impl->manager->on_failure([driver = impl->driver.get()](const Error& e) { driver->stop(e); });
   impl->driver->start();
   impl->completions = std::make_unique<Completions>(*impl->driver);
-  if (!config.archive_command.empty() || config.archive) {
+  if (!config.archive_command.empty() || config.archive || !config.archive_dir.empty()) {
     auto state = load_archive_state(config.dir);
     if (!state) {
       (void)impl->driver->close();
@@ -301,6 +302,7 @@ Result<std::unique_ptr<Log>> Log::open(const Config& config) {
     ao.dir = config.dir;
     ao.command = config.archive_command;
     ao.hook = config.archive;
+    ao.copy_dir = config.archive_dir;
     ao.log_id = mo.log_id;
     ao.first_new_id = rec->next_id;
     // A state of another log (the directory was emptied and a new log
@@ -402,6 +404,18 @@ Result<ReleaseReport> Log::release_before(Position pos) {
   if (!oldest) return std::unexpected(oldest.error());
   report.oldest = *oldest;
   return report;
+}
+
+Result<void> Log::Impl::check_not_released(Position from) const {
+  if (from.segment() == 0) return {};
+  const auto ids = manager->segment_ids();
+  const uint64_t oldest = ids.empty() ? first_new_id : ids.front();
+  if (from.segment() >= oldest) return {};
+  return make_error(Errc::released, "position " + from.to_string() + " is in segment " +
+                                        std::to_string(from.segment()) +
+                                        ", which was released: the oldest segment the log holds "
+                                        "is " +
+                                        std::to_string(oldest) + " (Log::oldest() says where)");
 }
 
 std::vector<seg::Extent> Log::Impl::readable_extents() const {

@@ -29,6 +29,11 @@ namespace synclog {
 
 // Hidden in libsynclog.so: an internal of the exported Log.
 struct __attribute__((visibility("hidden"))) Log::Impl {
+  // The manager's thread may call into the driver (on_failure): it ends
+  // before any member is destroyed.
+  ~Impl() {
+    if (manager) (void)manager->stop();
+  }
   Config config;
   DirLock lock;  // first member: released after everything else
   RecoveryReport report;
@@ -69,6 +74,13 @@ struct __attribute__((visibility("hidden"))) Log::Impl {
   std::unique_ptr<Cdc> cdc;
 
   std::vector<seg::Extent> readable_extents() const;
+  // The first segment id of this session: segments below it that the log
+  // does not hold were released (or lost before this open).
+  uint64_t first_new_id = 0;
+  // Errc::released if `from` lies in a segment below every segment the
+  // log holds: its records are gone, and a reader must not silently start
+  // at the oldest record left. Position() (segment 0) means the start.
+  [[nodiscard]] Result<void> check_not_released(Position from) const;
   // Whether `bytes` of record payload (`what`: "record", "batch of 3
   // records") may be appended now: its size, and a log neither closed nor
   // failed. The error names the problem.

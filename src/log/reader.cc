@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "io/clock.h"
 #include "io/file.h"
 #include "log/log_impl.h"
 #include "segments/batch.h"
@@ -277,7 +278,7 @@ Tailer& Tailer::operator=(Tailer&&) noexcept = default;
 Tailer::~Tailer() = default;
 
 Result<std::optional<Record>> Tailer::next(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = io::deadline_after(timeout);
   auto pause = std::chrono::microseconds(50);
   for (;;) {
     auto rec = impl_->reader.next();
@@ -305,6 +306,7 @@ Result<Tailer> Log::tail(Position from) const {
   impl->reader.limit = impl_->driver->durable();
   {
     std::lock_guard lock(impl_->release_mu);
+    if (auto r = impl_->check_not_released(from); !r) return std::unexpected(r.error());
     impl->reader.extents = impl_->readable_extents();
   }
   return Tailer(std::move(impl));
@@ -318,6 +320,7 @@ Result<Reader> Log::read(Position from) const {
   impl->limit = impl_->driver->durable();
   {
     std::lock_guard lock(impl_->release_mu);
+    if (auto r = impl_->check_not_released(from); !r) return std::unexpected(r.error());
     impl->extents = impl_->readable_extents();
   }
   return Reader(std::move(impl));

@@ -5,16 +5,21 @@
 #include "synclog/restore.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "io/file.h"
+#include "log/archive_state.h"
 #include "log/dir_lock.h"
 #include "segments/format.h"
 #include "segments/recovery.h"
 #include "segments/restore_cut.h"
 #include "segments/segment.h"
 #include "segments/segment_reader.h"
+#include "segments/transform.h"
 #include "synclog/config.h"
 
 namespace synclog {
@@ -96,6 +101,9 @@ class Restore {
 
  private:
   Result<void> check_options();
+  Result<void> load_keys();
+  Result<void> same_log(const std::map<uint64_t, fs::path>& archived,
+                        const std::map<uint64_t, fs::path>& live) const;
   Result<RestoreReport> build();
   Result<void> remove_staging();
 
@@ -104,6 +112,7 @@ class Restore {
   const uint32_t perms_, dir_perms_;
   bool staging_made_ = false;
   DirLock live_lock_;
+  std::unique_ptr<seg::Keyring> keys_;  // none without a key source
 };
 
 Result<void> Restore::check_options() {
@@ -127,6 +136,11 @@ Result<void> Restore::check_options() {
                               : " exists: left by an interrupted restore; remove it"));
     }
   }
+  if (!o_.encryption_key_file.empty() && o_.encryption_keys) {
+    return make_error(Errc::invalid_argument,
+                      "restore: encryption_key_file and encryption_keys are both set; set at "
+                      "most one");
+  }
   const fs::path parent = o_.target.parent_path().empty() ? "." : o_.target.parent_path();
   auto parent_ok = io::is_real_dir(parent);
   if (!parent_ok || !*parent_ok) {
@@ -136,17 +150,83 @@ Result<void> Restore::check_options() {
   return {};
 }
 
+// The same key sources Log::open takes (log.cc), so the restored log
+// opens with the keys that restored it.
+Result<void> Restore::load_keys() {
+  KeySource source = o_.encryption_keys;
+  if (!source && !o_.encryption_key_file.empty()) {
+    auto loaded = seg::key_source_from_file(o_.encryption_key_file);
+    if (!loaded) return make_error(loaded.error().code, "restore: " + loaded.error().message);
+    source = std::move(*loaded);
+  }
+  if (source) keys_ = std::make_unique<seg::Keyring>(std::move(source));
+  return {};
+}
+
+// The log id in the header of a directory's first segment; none if it has
+// none or the header does not decode (recovery judges that later).
+std::optional<uint64_t> first_log_id(const std::map<uint64_t, fs::path>& files) {
+  if (files.empty()) return std::nullopt;
+  auto reader = seg::SegmentReader::open(files.begin()->second, files.begin()->first);
+  if (!reader) return std::nullopt;
+  auto header = reader->header();
+  if (!header) return std::nullopt;
+  return header->log_id;
+}
+
+std::string hex_id(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Segments of two logs never form one chain: say so, naming both, before
+// any copy would be judged "damaged".
+Result<void> Restore::same_log(const std::map<uint64_t, fs::path>& archived,
+                               const std::map<uint64_t, fs::path>& live) const {
+  const auto a = first_log_id(archived), l = first_log_id(live);
+  if (!a || !l || *a == *l) return {};
+  return make_error(Errc::bad_directory,
+                    "restore: the archive " + o_.archive.string() + " holds log " + hex_id(*a) +
+                        " and the live directory " + o_.live.string() + " log " + hex_id(*l) +
+                        ": two different logs (name the archive and the directory of one log)");
+}
+
 Result<RestoreReport> Restore::build() {
   if (auto r = check_options(); !r) return std::unexpected(r.error());
+  if (auto r = load_keys(); !r) return std::unexpected(r.error());
   RestoreReport report;
   report.stop = o_.stop;
   auto archived = segment_files(o_.archive);
   if (!archived) return std::unexpected(archived.error());
   std::map<uint64_t, fs::path> live;
   if (!o_.live.empty()) {
+    // A live directory named is one the operator means to restore from: a
+    // typo must not become an archive-only restore, and a directory that
+    // is not a log gets nothing written into it (no LOCK).
     auto there = io::exists(o_.live);
     if (!there) return std::unexpected(there.error());
-    if (*there) {
+    const std::string leave_out =
+        " (leave the live directory out to restore from the archive alone)";
+    if (!*there) {
+      return make_error(Errc::bad_directory, "restore: the live directory " + o_.live.string() +
+                                                 " does not exist" + leave_out);
+    }
+    auto is_dir = io::is_real_dir(o_.live);
+    if (!is_dir) return std::unexpected(is_dir.error());
+    if (!*is_dir) {
+      return make_error(Errc::bad_directory,
+                        "restore: the live directory " + o_.live.string() + " is not a directory");
+    }
+    auto found = segment_files(o_.live);
+    if (!found) return std::unexpected(found.error());
+    if (found->empty()) {
+      return make_error(Errc::bad_directory, "restore: " + o_.live.string() +
+                                                 " is not a log directory: it holds no segment "
+                                                 "file" +
+                                                 leave_out);
+    }
+    {
       // Held for the copy: a process that opened the log meanwhile would
       // write (a new session, recovery's deletions) under the copy.
       Config c;
@@ -161,6 +241,16 @@ Result<RestoreReport> Restore::build() {
       live = std::move(*files);
     }
   }
+  if (auto r = same_log(*archived, live); !r) return std::unexpected(r.error());
+  // ARCHIVED in the live directory confirms the copies up to its id: each
+  // was complete before it was recorded. A later copy may be one a crash
+  // or power cut interrupted.
+  uint64_t confirmed = 0;
+  if (!live.empty()) {
+    auto state = load_archive_state(o_.live);
+    if (!state) return make_error(state.error().code, "restore: " + state.error().message);
+    if (*state && (*state)->log_id == first_log_id(live)) confirmed = (*state)->through;
+  }
   auto made = io::create_dir(staging_, dir_perms_);
   if (!made) return std::unexpected(made.error());
   if (!*made) {  // made since the check: another restore into the same target
@@ -170,6 +260,7 @@ Result<RestoreReport> Restore::build() {
   staging_made_ = true;
 
   std::map<uint64_t, bool> from_archive;  // id -> copied from the archive
+  std::optional<Position> crashed_end;    // an archived segment a crash ended
   for (const auto& [id, path] : *archived) from_archive[id] = true;
   for (const auto& [id, path] : live) from_archive.emplace(id, false);
   for (const auto& [id, archive] : from_archive) {
@@ -181,9 +272,17 @@ Result<RestoreReport> Restore::build() {
     }
     if (auto in_live = live.find(id); in_live != live.end()) {
       // A segment is archived once complete and never written after that,
-      // so two copies that differ mean one is damaged: refuse to choose.
+      // so two copies that differ, the archived one confirmed by ARCHIVED,
+      // mean one is damaged: refuse to choose.
       auto same = same_bytes(archived->at(id), in_live->second);
       if (!same) return std::unexpected(same.error());
+      if (!*same && id > confirmed) {
+        // Never confirmed by ARCHIVED: the live copy is the segment.
+        from_archive[id] = false;
+        report.from_live.push_back(id);
+        if (auto r = copy_file(in_live->second, to, perms_); !r) return std::unexpected(r.error());
+        continue;
+      }
       if (!*same) {
         return make_error(Errc::corruption, "restore: segment " + std::to_string(id) +
                                                 " differs between the archive (" +
@@ -199,38 +298,48 @@ Result<RestoreReport> Restore::build() {
   }
   if (auto r = io::sync_dir(staging_); !r) return std::unexpected(r.error());
 
-  auto rec = seg::recover(staging_, RecoveryMode::tolerate_torn_tail);
+  auto rec = seg::recover(staging_, RecoveryMode::tolerate_torn_tail, keys_.get());
   if (!rec) {
+    // Recovery's hint names Config's keys; a restore takes its own.
+    const std::string hint =
+        !keys_ && rec.error().code == Errc::invalid_config
+            ? " (an encrypted log needs its keys: RestoreOptions::encryption_key_file or "
+              "encryption_keys, synclog-restore --key-file)"
+            : "";
     return make_error(rec.error().code,
                       "restore: the segments of " + o_.archive.string() +
                           (o_.live.empty() ? "" : " and " + o_.live.string()) + " (copied to " +
                           staging_.string() +
-                          ") do not form a log recovery accepts: " + rec.error().message,
+                          ") do not form a log recovery accepts: " + rec.error().message + hint,
                       rec.error().sys_errno);
   }
-  // An archived segment is complete: the log can end in one only just past
-  // its end record. Anything else (a torn tail there) is a damaged or
-  // truncated copy, which recovery alone would take for an unfinished write.
+  // An archived segment is complete: the log can end in one just past its
+  // end record, or where a crashed session's last segment ends (its copy
+  // whole, no end record after). Anything else is a damaged or truncated
+  // copy, which recovery alone would take for an unfinished write.
   const Position end = rec->report.end;
   if (from_archive.count(end.segment()) && from_archive.at(end.segment())) {
+    const fs::path copy = staging_ / seg::segment_file_name(end.segment());
     bool sealed = false;
     if (end.offset() >= seg::kHeaderSize + seg::kRecordHeaderSize && !rec->report.torn_tail) {
-      auto reader =
-          seg::SegmentReader::open(staging_ / seg::segment_file_name(end.segment()), end.segment());
+      auto reader = seg::SegmentReader::open(copy, end.segment());
       if (!reader) return std::unexpected(reader.error());
-      auto last = reader->record(end.offset() - seg::kRecordHeaderSize);
+      auto last = reader->frame(end.offset() - seg::kRecordHeaderSize);
       if (!last) return std::unexpected(last.error());
       sealed = last->status == seg::Decode::ok && last->record.kind == seg::Kind::end;
     }
     if (!sealed) {
-      return make_error(Errc::corruption,
-                        "restore: archived segment " + archived->at(end.segment()).string() +
-                            " is damaged or cut short: its records end at " + end.to_string() +
-                            " without the end record every archived segment has");
+      if (auto r = seg::check_crashed_end(copy, end); !r) {
+        Error e = r.error();
+        e.message += " (copied from " + archived->at(end.segment()).string() + ")";
+        return std::unexpected(e);
+      }
+      crashed_end = end;
     }
   }
 
-  auto cut = seg::find_cut(staging_, *rec, seg::CutRule{o_.stop, o_.position, o_.time_ns});
+  auto cut =
+      seg::find_cut(staging_, *rec, seg::CutRule{o_.stop, o_.position, o_.time_ns}, keys_.get());
   if (!cut) return std::unexpected(cut.error());
   if (auto r = seg::write_cut(staging_, cut->at); !r) return std::unexpected(r.error());
   // Highest first, as recovery discards: a crash part-way leaves a prefix
@@ -246,7 +355,7 @@ Result<RestoreReport> Restore::build() {
 
   // What Log::open will find: exactly the records kept, ending cleanly.
   const Position want_end(cut->at.segment(), cut->at.offset() + seg::kRecordHeaderSize);
-  auto check = seg::recover(staging_, RecoveryMode::tolerate_torn_tail);
+  auto check = seg::recover(staging_, RecoveryMode::tolerate_torn_tail, keys_.get());
   if (!check) return std::unexpected(check.error());
   if (check->report.end != want_end || check->report.torn_tail ||
       check->report.records != cut->records) {
@@ -268,6 +377,11 @@ Result<RestoreReport> Restore::build() {
   report.reason = cut->reason;
   if (!report.dropped.empty()) {
     report.reason += "; dropped segments " + ids_text(report.dropped);
+  }
+  if (crashed_end) {
+    report.reason += "; archived segment " + std::to_string(crashed_end->segment()) +
+                     " ends without an end record at " + crashed_end->to_string() +
+                     ", where the session writing it crashed";
   }
   return report;
 }

@@ -31,11 +31,7 @@ Result<void> Log::Impl::admit(uint64_t bytes, const std::string& what, bool whol
   if (closing.load(std::memory_order_relaxed)) {
     return make_error(Errc::closed, "the log is closed");
   }
-  if (driver->failed()) {
-    auto f = driver->failure();
-    return make_error(Errc::failed, "the log stopped after a failed sync: " + f->message,
-                      f->sys_errno);
-  }
+  if (driver->failed()) return driver->failed_error();
   return {};
 }
 

@@ -147,7 +147,7 @@ Result<Position> Appender::append_gathered(Kind kind,
     // Waiting for a segment happens outside the inflight window, so a sync
     // never waits on a writer that waits on space. One deadline for all
     // retries: waiting behind other writers counts against it.
-    if (!deadline) deadline = std::chrono::steady_clock::now() + allocation_timeout_;
+    if (!deadline) deadline = io::deadline_after(allocation_timeout_);
     if (auto r = advance_from(seg, *deadline); !r) return std::unexpected(r.error());
   }
 }
@@ -273,7 +273,7 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   // segment closed here, after it past the record. Every segment is taken
   // first, outside the inflight window: a sync never waits on a writer
   // that waits for space.
-  const auto deadline = std::chrono::steady_clock::now() + allocation_timeout_;
+  const auto deadline = io::deadline_after(allocation_timeout_);
   const uint64_t start_ns = io::now_ns();
   if (auto r = claim_switch(deadline); !r) return std::unexpected(r.error());
   std::vector<Segment*> taken;

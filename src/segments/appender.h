@@ -105,6 +105,9 @@ class Appender {
   static constexpr uint64_t kNoSegment = UINT64_MAX;
   // Lets go of a segment forget_before() returned, once the backend has.
   void retire(Segment& segment) { manager_.retire(segment); }
+  // The log stopped: appends waiting for a segment, and every later switch,
+  // fail with `stopped`.
+  void fail(Error stopped) { manager_.fail(std::move(stopped)); }
 
  private:
   [[nodiscard]] Result<void> advance_from(Segment* full,

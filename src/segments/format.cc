@@ -47,9 +47,8 @@ const char* check_word(uint32_t word) {
   const auto kind = static_cast<Kind>(kind_flags & 0x0f);
   if ((kind_flags & 0xf0) != 0) {
     // Transformed (version 6): user records only, two compression codes.
-    const bool user = kind == Kind::data || kind == Kind::batch || kind == Kind::first ||
-                      kind == Kind::middle || kind == Kind::last;
-    if (!user || (word & kReservedFlag) != 0 || (word & kCompressionMask) == kCompressionMask) {
+    if (!carries_user_bytes(kind) || (word & kReservedFlag) != 0 ||
+        (word & kCompressionMask) == kCompressionMask) {
       return "reserved record flags set";
     }
     // A stored payload's length says nothing about the plain one beyond
@@ -99,6 +98,7 @@ void encode_header(const SegmentHeader& h, std::span<std::byte> out) {
   store(p + 36, h.encrypted ? h.key_id : uint32_t{0});
   store(p + 40, h.log_id);
   store(p + 48, h.encrypted ? h.salt : uint64_t{0});
+  store(p + 56, h.encrypted ? h.key_check : uint32_t{0});
   store(p + kHeaderCrcOffset, io::crc32c(0, out.first(kHeaderCrcOffset)));
 }
 
@@ -124,6 +124,7 @@ Result<SegmentHeader> decode_header(std::span<const std::byte> in) {
   if (h.encrypted) {
     h.key_id = load<uint32_t>(p + 36);
     h.salt = load<uint64_t>(p + 48);
+    if (version >= kFirstKeyCheckVersion) h.key_check = load<uint32_t>(p + 56);
   }
   h.segment_id = load<uint64_t>(p + 16);
   h.segment_size = load<uint64_t>(p + 24);

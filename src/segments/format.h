@@ -23,14 +23,16 @@ static_assert(std::endian::native == std::endian::little, "the format is little-
 inline constexpr uint64_t kMagic = 0x1a474f4c434e5953ull;  // "SYNCLOG\x1a"
 // Version 2 added the loss record, version 3 the batch record, version 4
 // empty data records (len 0, alone or inside a batch), version 5 the
-// fragment kinds. Older files are read as they are; every header this build
-// writes says 6 (version 6 added the wall-clock time in sync markers and
-// transformed records: record flags and the header's encryption fields), so
+// fragment kinds. Older files are read as they are; version 6 added the
+// wall-clock time in sync markers and transformed records (record flags and
+// the header's encryption fields), version 7 the key check value of
+// encrypted segments (offset 56). Every header this build writes says 7, so
 // a build that would misread a new record refuses the directory instead.
-inline constexpr uint32_t kVersion = 6;
+inline constexpr uint32_t kVersion = 7;
 // The first version whose sync markers carry the time their sync began.
 inline constexpr uint32_t kFirstTimedMarkerVersion = 6;
 inline constexpr uint32_t kFirstTransformVersion = 6;
+inline constexpr uint32_t kFirstKeyCheckVersion = 7;
 // Header flags (offset 12): records of the segment may be encrypted; the
 // key id is at offset 36 and the nonce salt at offset 48.
 inline constexpr uint32_t kHeaderEncrypted = 1;
@@ -62,6 +64,13 @@ enum class Kind : uint8_t {
   last = 9,
 };
 inline constexpr uint32_t kFirstFixedPayload = 8;  // the total length before the bytes
+
+// The kinds that carry user bytes: the only ones a transform may apply to,
+// and in an encrypted segment the ones that must be encrypted.
+constexpr bool carries_user_bytes(Kind k) {
+  return k == Kind::data || k == Kind::batch || k == Kind::first || k == Kind::middle ||
+         k == Kind::last;
+}
 
 // "data", "sync", "end", "session", "loss", "batch", "first", "middle",
 // "last" or "none".
@@ -97,7 +106,16 @@ struct SegmentHeader {
   bool encrypted = false;
   uint32_t key_id = 0;
   uint64_t salt = 0;
+  // Version 7, encrypted: tells a wrong key from damage (key_check_value()
+  // of the segment's data key). Not read from older headers.
+  uint32_t key_check = 0;
 };
+
+// The key check value to verify a key against: none before version 7.
+inline std::optional<uint32_t> key_check_of(const SegmentHeader& h) {
+  if (!h.encrypted || h.version < kFirstKeyCheckVersion) return std::nullopt;
+  return h.key_check;
+}
 
 void encode_header(const SegmentHeader& h, std::span<std::byte> out);
 // Fails with Errc::bad_directory and a reason (bad magic, version, checksum...).

@@ -13,6 +13,10 @@ constexpr auto kRetryDelay = std::chrono::milliseconds(50);
 constexpr size_t kZeroChunk = 1 << 20;
 }  // namespace
 
+bool is_back_pressure(int sys_errno) {
+  return sys_errno == ENOSPC || sys_errno == EDQUOT || sys_errno == EMFILE || sys_errno == ENFILE;
+}
+
 SegmentManager::SegmentManager(ManagerOptions options, uint64_t next_id,
                                std::map<uint64_t, uint64_t> existing)
     : opt_(std::move(options)), next_id_(next_id) {
@@ -94,8 +98,17 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
   // A recycled file keeps its old records, but their checksums name the old
   // id (F2), so they never replay under the new one.
   const auto tmp = recycled ? *recycled : opt_.dir / (segment_file_name(id) + ".tmp");
+  // The temp name must be gone before the next attempt, whose O_EXCL open
+  // would otherwise fail with EEXIST in place of the cause. If it cannot be
+  // removed, the error stops the log whatever the first cause was, and
+  // still begins with that cause.
   auto fail = [&](Error e) -> Result<std::unique_ptr<Segment>> {
-    if (!recycled) (void)io::remove_file(tmp);
+    if (!recycled) {
+      if (auto gone = io::remove_file(tmp); !gone && gone.error().sys_errno != ENOENT) {
+        e.message += "; then removing it failed: " + gone.error().message;
+        if (is_back_pressure(e.sys_errno)) e.sys_errno = gone.error().sys_errno;
+      }
+    }
     return std::unexpected(std::move(e));
   };
   // An encrypted segment's key is derived from its id and log id; its
@@ -106,16 +119,22 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
   if (opt_.key) {
     auto salt = random_salt();
     if (!salt) return std::unexpected(salt.error());
-    auto key = derive_segment_key(*opt_.key, opt_.log_id, id);
+    auto key = derive_segment_key(opt_.key->bytes.bytes(), opt_.log_id, id);
     if (!key) return std::unexpected(key.error());
     header.encrypted = true;
     header.key_id = opt_.key->id;
     header.salt = *salt;
+    header.key_check = key_check_value(*key);
+    if (header.key_check == 0) {
+      return make_error(Errc::unsupported, "libcrypto failed to compute a key check value");
+    }
     cipher = SegmentCipher{*key, id, *salt};
   }
   auto file = io::File::open(
       tmp, recycled ? io::File::Mode::read_write : io::File::Mode::create_new, opt_.file_perms);
-  if (!file) return fail(file.error());
+  // A failed open created nothing to remove (EEXIST: a file this call did
+  // not make).
+  if (!file) return std::unexpected(file.error());
   if (recycled) {
     // Made by an earlier version or under group_read: no wider than the
     // files created now.
@@ -161,15 +180,26 @@ Result<std::unique_ptr<Segment>> SegmentManager::make_spare(uint64_t id,
 }
 
 Result<void> SegmentManager::link_cdc(uint64_t id) {
+  const auto link = opt_.cdc_dir / segment_file_name(id);
+  const auto index = opt_.cdc_dir / cdc_index_name(id);
+  // A link at this id can only be left by an earlier failed attempt at it
+  // (opening removed every link past the recovered log): it names an old
+  // file, never a record.
+  if (auto r = io::remove_file(link); !r && r.error().sys_errno != ENOENT) return r;
   // The index first: a consumer that sees the link finds it naming only
   // the header as durable.
   if (auto r = store_cdc_index(opt_.cdc_dir, id, CdcIndex{kHeaderSize, false}, opt_.file_perms); !r)
     return r;
-  if (auto r = io::link_file(path_of(id), opt_.cdc_dir / segment_file_name(id)); !r) {
-    return make_error(r.error().code, "change data capture: " + r.error().message,
-                      r.error().sys_errno);
+  auto linked = io::link_file(path_of(id), link);
+  if (linked) linked = io::sync_dir(opt_.cdc_dir);
+  if (!linked) {
+    // Undone, so that the next attempt at this id (a new file) can link
+    // again; a name that stays (this removal failing too, or lost by a
+    // crash) is removed by that attempt or by the next open.
+    for (const auto& path : {link, index}) (void)io::remove_file(path);
+    return make_error(linked.error().code, "change data capture: " + linked.error().message,
+                      linked.error().sys_errno);
   }
-  if (auto r = io::sync_dir(opt_.cdc_dir); !r) return r;
   std::lock_guard lock(mu_);
   cdc_linked_.push_back(id);
   ++stats_.cdc_linked;
@@ -211,7 +241,7 @@ void SegmentManager::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const bool want_spare = spares_.size() < opt_.spares;
-    if (!want_spare) {
+    if (!want_spare || failure_) {
       work_.wait(lock);
       continue;
     }
@@ -261,17 +291,41 @@ void SegmentManager::run() {
     auto seg = make_spare(id, recycling ? &recycled : nullptr);
     lock.lock();
     if (!seg) {
-      last_error_ = seg.error().message;
-      spare_ready_.notify_all();
+      Error e = std::move(seg.error());
       // Never retry on the same file: after a failed fdatasync its state is
       // unknown (fsyncgate). A new file is made from scratch next time.
       total_size_ -= opt_.segment_size;
       if (recycling) {
         lock.unlock();
-        (void)io::remove_file(recycled);
-        (void)io::remove_file(path_of(id));
+        for (const auto& p : {recycled, path_of(id)}) {
+          auto gone = io::remove_file(p);
+          if (!gone && gone.error().sys_errno != ENOENT) {
+            e.message += "; then removing it failed: " + gone.error().message;
+            if (is_back_pressure(e.sys_errno)) e.sys_errno = gone.error().sys_errno;
+          }
+        }
         lock.lock();
       }
+      if (!is_back_pressure(e.sys_errno)) {
+        // Not a shortage that may clear: the filesystem failed (EIO), went
+        // read-only (EROFS) or was shut down. Waiting would only turn that
+        // into no_space later; the log stops now, as after a failed sync.
+        failure_ = Error{Errc::failed,
+                         "the log stopped after a failed segment creation; nothing later is "
+                         "acknowledged: " +
+                             e.message,
+                         e.sys_errno};
+        last_error_ = e.message;
+        auto tell = on_failure_;
+        const Error stopped = *failure_;
+        spare_ready_.notify_all();
+        lock.unlock();
+        if (tell) tell(stopped);
+        lock.lock();
+        continue;
+      }
+      last_error_ = e.message;
+      spare_ready_.notify_all();
       work_.wait_for(lock, kRetryDelay);
       continue;
     }
@@ -286,14 +340,17 @@ void SegmentManager::run() {
 Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point deadline,
                                       bool fail_fast) {
   std::unique_lock lock(mu_);
+  if (failure_) return std::unexpected(*failure_);
   if (spares_.empty()) {
     ++stats_.stalls;
     const bool cdc_blocked = cdc_waiting_;
     work_.notify_one();
     const auto start = std::chrono::steady_clock::now();
     spare_ready_.wait_until(lock, deadline, [&] {
-      return !spares_.empty() || stopping_ || ids_exhausted_ || (fail_fast && !last_error_.empty());
+      return !spares_.empty() || stopping_ || ids_exhausted_ || failure_ ||
+             (fail_fast && !last_error_.empty());
     });
+    if (failure_) return std::unexpected(*failure_);
     // Also when the manager found cdc_dir full only after this call began.
     if (cdc_blocked || cdc_waiting_) ++stats_.cdc_blocked;
     if (spares_.empty()) {
@@ -312,6 +369,26 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
   e.live = std::move(seg);
   work_.notify_one();
   return raw;
+}
+
+void SegmentManager::fail(Error stopped) {
+  {
+    std::lock_guard lock(mu_);
+    if (failure_) return;
+    failure_ = std::move(stopped);
+  }
+  spare_ready_.notify_all();
+  work_.notify_all();
+}
+
+void SegmentManager::on_failure(std::function<void(const Error&)> callback) {
+  std::optional<Error> already;
+  {
+    std::lock_guard lock(mu_);
+    on_failure_ = callback;
+    already = failure_;
+  }
+  if (already && callback) callback(*already);
 }
 
 Result<void> SegmentManager::release(const std::vector<uint64_t>& ids, Released* done) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,13 @@ namespace synclog::seg {
 // the limit, instead of wrapping to positions before the log's start.
 inline constexpr uint64_t kMaxSegmentId = (uint64_t{1} << 32) - 2;
 
+// Whether an error making a segment is a shortage that may clear (a full
+// disk or quota, too many open files): the manager then tries again and
+// appends wait for it (Errc::no_space after allocation_timeout). Any other
+// errno (EIO, EROFS, EUCLEAN...) says the filesystem can no longer be
+// trusted: the log stops, as after a failed sync.
+bool is_back_pressure(int sys_errno);
+
 struct ManagerOptions {
   std::filesystem::path dir;
   uint64_t segment_size = 0;
@@ -48,7 +56,7 @@ struct ManagerOptions {
   uint64_t cdc_max_size = 0;  // bytes of files in cdc_dir; 0 = unbounded
   // With encryption: the master key new segments are written under (its id
   // goes in their headers, a key derived from it encrypts their records).
-  std::optional<EncryptionKey> key;
+  std::optional<MasterKey> key;
 };
 
 struct ManagerStats {
@@ -93,8 +101,20 @@ class SegmentManager {
   // The next segment, ready for appends. Waits until `deadline` when none is
   // ready (or only until a creation error, with fail_fast); then fails with
   // Errc::no_space naming the cause (the size limit or the creation error).
+  // Once the log stopped (fail(), or a creation error that is not
+  // back-pressure) it fails at once, also any call waiting, with that error.
   [[nodiscard]] Result<Segment*> take(std::chrono::steady_clock::time_point deadline,
                                       bool fail_fast = false);
+
+  // The log stopped (a failed sync): `stopped` (Errc::failed) is what every
+  // waiting and later take() gets, and no more spares are made. The first
+  // call wins.
+  void fail(Error stopped);
+  // Called on the manager's thread with the error take() now gives, when
+  // making a segment fails with an error that is not back-pressure
+  // (is_back_pressure): the log must stop. If the log already stopped, it
+  // is called at once with that error.
+  void on_failure(std::function<void(const Error&)> callback);
 
   // Lets go of these segments (none may still be written or unsynced), which
   // must be the oldest ones: recycled into spares or deleted, oldest first.
@@ -174,11 +194,13 @@ class SegmentManager {
   uint64_t total_size_ = 0;
   std::string last_error_;
   std::optional<Error> release_failure_;  // a failed directory fsync in release()
-  uint32_t pending_recycles_ = 0;         // renames in flight in release()
-  uint64_t never_recycle_ = 0;            // 0: none
-  bool ids_exhausted_ = false;            // next_id_ is past kMaxSegmentId: permanent
-  bool cdc_waiting_ = false;              // no spare is made until cdc_dir has room
-  std::vector<uint64_t> cdc_linked_;      // this session's links, ascending
+  std::optional<Error> failure_;          // the log stopped: take() fails with this
+  std::function<void(const Error&)> on_failure_;
+  uint32_t pending_recycles_ = 0;     // renames in flight in release()
+  uint64_t never_recycle_ = 0;        // 0: none
+  bool ids_exhausted_ = false;        // next_id_ is past kMaxSegmentId: permanent
+  bool cdc_waiting_ = false;          // no spare is made until cdc_dir has room
+  std::vector<uint64_t> cdc_linked_;  // this session's links, ascending
   ManagerStats stats_;
   bool stopping_ = false;
   std::thread thread_;

@@ -273,7 +273,13 @@ Result<void> Recovery::list() {
                                 " and no key source is configured (set encryption=aes-256-gcm "
                                 "with encryption_key_file or Config::encryption_keys)");
         }
-        if (auto k = keys_->get(header->key_id, id); !k) return std::unexpected(k.error());
+        // A wrong key (one that fails the header's key check value) is
+        // refused here, in every mode, before anything is read or written.
+        if (auto c = keys_->cipher(header->key_id, header->log_id, id, header->salt,
+                                   key_check_of(*header));
+            !c) {
+          return std::unexpected(c.error());
+        }
       }
       h.log_id = header->log_id;
       ++votes[h.log_id];

@@ -23,7 +23,8 @@ struct Kept {
 
 }  // namespace
 
-Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, const CutRule& rule) {
+Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, const CutRule& rule,
+                     Keyring* keys) {
   const Position log_end = rec.report.end;
   if (rule.stop == RestoreStop::position && rule.position >= log_end) {
     return make_error(Errc::invalid_argument,
@@ -51,6 +52,7 @@ Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, con
       auto opened = SegmentReader::open(dir / segment_file_name(e.segment), e.segment);
       if (!opened) return std::unexpected(opened.error());
       segment = std::move(*opened);
+      segment->set_keys(keys);
       auto head = segment->bytes(0, kHeaderSize);
       if (!head) return std::unexpected(head.error());
       auto header = decode_header(*head);
@@ -170,6 +172,38 @@ Result<Cut> find_cut(const std::filesystem::path& dir, const Recovered& rec, con
   cut.records = kept.records;
   cut.last = kept.last;
   return cut;
+}
+
+Result<void> check_crashed_end(const std::filesystem::path& file, Position end) {
+  auto reader = SegmentReader::open(file, end.segment());
+  if (!reader) return std::unexpected(reader.error());
+  auto header = reader->header();
+  if (!header) return std::unexpected(header.error());
+  const std::string name = file.string();
+  if (reader->file_size() < header->segment_size) {
+    return make_error(Errc::corruption,
+                      "restore: archived segment " + name +
+                          " is cut short: " + std::to_string(reader->file_size()) +
+                          " bytes where its header says " + std::to_string(header->segment_size) +
+                          ", and its records end at " + end.to_string() + " without an end record");
+  }
+  // Every aligned offset from the end on, as recovery's scan looks.
+  for (uint64_t off = end.offset(); off + kRecordHeaderSize <= reader->end();) {
+    auto d = reader->frame(static_cast<uint32_t>(off));
+    if (!d) return std::unexpected(d.error());
+    if (d->status != Decode::ok) {
+      off += kAlign;
+      continue;
+    }
+    if (d->record.kind == Kind::end) {
+      return make_error(Errc::corruption,
+                        "restore: archived segment " + name + " is damaged: its records end at " +
+                            end.to_string() + ", before its end record at " +
+                            Position(end.segment(), static_cast<uint32_t>(off)).to_string());
+    }
+    off += d->record.framed;
+  }
+  return {};
 }
 
 Result<void> write_cut(const std::filesystem::path& dir, Position at) {

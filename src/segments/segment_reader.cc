@@ -1,6 +1,7 @@
 #include "segments/segment_reader.h"
 
 #include <algorithm>
+#include <array>
 
 #include "segments/batch.h"
 
@@ -60,20 +61,34 @@ Result<Decoded> SegmentReader::record(uint32_t offset) {
   auto framed = frame(offset);
   if (!framed) return framed;
   Decoded d = *framed;
-  if (d.status != Decode::ok || d.record.flags == 0 || raw_) return d;
-  if (!header_) {
-    // Reading the header moves the window: decode the record again after.
-    if (auto h = this->header(); !h) return std::unexpected(h.error());
-    return record(offset);
+  if (d.status != Decode::ok || raw_) return d;
+  if (d.record.flags == 0 && !carries_user_bytes(d.record.kind)) return d;
+  // (The header is read apart from the window: `d` stays valid.)
+  if (auto h = header(); !h) {
+    // A plain record in a file whose header is unreadable: the header's
+    // damage is reported where it is checked (recovery, synclog-dump).
+    if (d.record.flags == 0 && h.error().code == Errc::bad_directory) return d;
+    return std::unexpected(h.error());
+  }
+  if (d.record.flags == 0) {
+    // The flags are outside what the GCM tag of the frame itself could
+    // vouch for: an encrypted segment holds no plain user record, so a
+    // plain one there was put in place of a sealed one (its checksum is
+    // public), never written by the log.
+    if (!header_->encrypted) return d;
+    Decoded b{Decode::bad, {}, "plain user record in an encrypted segment"};
+    b.damage = true;
+    return b;
   }
   return untransform(d);
 }
 
 Result<SegmentHeader> SegmentReader::header() {
   if (header_) return *header_;
-  auto head = bytes(0, kHeaderSize);
-  if (!head) return std::unexpected(head.error());
-  auto h = decode_header(*head);
+  std::array<std::byte, kHeaderSize> head{};
+  auto got = file_.read_at(0, head);
+  if (!got) return std::unexpected(got.error());
+  auto h = decode_header(std::span<const std::byte>(head).first(*got));
   if (!h) {
     return make_error(h.error().code, "segment " + std::to_string(id_) + ": " + h.error().message);
   }
@@ -105,7 +120,8 @@ Result<Decoded> SegmentReader::untransform(Decoded d) {
                           "segment " + std::to_string(id_) + " is encrypted under key id " +
                               std::to_string(header_->key_id) + " and no key source is configured");
       }
-      auto c = keys_->cipher(header_->key_id, header_->log_id, id_, header_->salt);
+      auto c = keys_->cipher(header_->key_id, header_->log_id, id_, header_->salt,
+                             key_check_of(*header_));
       if (!c) return std::unexpected(c.error());
       cipher_ = *c;
     }
@@ -116,7 +132,11 @@ Result<Decoded> SegmentReader::untransform(Decoded d) {
   }
   const uint32_t code = (r.flags & kCompressionMask) >> kCompressionShift;
   if (code != 0) {
-    if (const char* why = decompress(code, bytes, &inflated_)) return bad(why, true);
+    // Only a record of at most half a segment is ever stored whole (larger
+    // ones are fragments, never compressed): a hostile raw length costs no
+    // more than that.
+    const uint64_t max_raw = header_->segment_size / 2;
+    if (const char* why = decompress(code, bytes, max_raw, &inflated_)) return bad(why, true);
     bytes = inflated_;
   }
   if (const char* why = check_plain(r.kind, static_cast<uint32_t>(bytes.size()))) {

@@ -2,14 +2,17 @@
 
 #include <lz4.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "io/secret_file.h"
 #include "segments/format.h"
 
 namespace synclog::seg {
@@ -50,23 +53,23 @@ auto* as_uchar(std::byte* p) { return reinterpret_cast<unsigned char*>(p); }
 
 }  // namespace
 
-Result<std::array<std::byte, kKeySize>> derive_segment_key(const EncryptionKey& master,
-                                                           uint64_t log_id, uint64_t segment_id) {
+Result<io::SecretBytes> derive_segment_key(std::span<const std::byte, kKeySize> master,
+                                           uint64_t log_id, uint64_t segment_id) {
   static constexpr char kLabel[] = "synclog segment key";
   std::byte info[sizeof kLabel - 1 + 16];
   std::memcpy(info, kLabel, sizeof kLabel - 1);
   store(info + sizeof kLabel - 1, log_id);
   store(info + sizeof kLabel - 1 + 8, segment_id);
-  std::array<std::byte, kKeySize> out{};
+  io::SecretBytes out;
   std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> ctx(
       EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr), &EVP_PKEY_CTX_free);
-  size_t n = out.size();
+  size_t n = kKeySize;
   if (!ctx || EVP_PKEY_derive_init(ctx.get()) <= 0 ||
       EVP_PKEY_CTX_set_hkdf_md(ctx.get(), EVP_sha256()) <= 0 ||
-      EVP_PKEY_CTX_set1_hkdf_key(ctx.get(), as_uchar(master.bytes.data()),
-                                 static_cast<int>(master.bytes.size())) <= 0 ||
+      EVP_PKEY_CTX_set1_hkdf_key(ctx.get(), as_uchar(master.data()),
+                                 static_cast<int>(master.size())) <= 0 ||
       EVP_PKEY_CTX_add1_hkdf_info(ctx.get(), as_uchar(info), sizeof info) <= 0 ||
-      EVP_PKEY_derive(ctx.get(), as_uchar(out.data()), &n) <= 0 || n != out.size()) {
+      EVP_PKEY_derive(ctx.get(), as_uchar(out.data()), &n) <= 0 || n != kKeySize) {
     return make_error(Errc::unsupported, "libcrypto failed to derive a segment key (HKDF-SHA256)");
   }
   return out;
@@ -85,6 +88,21 @@ std::array<std::byte, 16> record_aad(uint64_t segment_id, uint32_t offset, uint3
   store(a.data() + 8, offset);
   store(a.data() + 12, word);
   return a;
+}
+
+uint32_t key_check_value(const io::SecretBytes& data_key) {
+  static constexpr char kLabel[] = "synclog key check";
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (HMAC(EVP_sha256(), data_key.data(), static_cast<int>(kKeySize),
+           reinterpret_cast<const unsigned char*>(kLabel), sizeof kLabel - 1, mac, &n) == nullptr ||
+      n < 4) {
+    return 0;
+  }
+  uint32_t v = 0;
+  std::memcpy(&v, mac, sizeof v);
+  OPENSSL_cleanse(mac, sizeof mac);
+  return v == 0 ? 1 : v;
 }
 
 Result<uint64_t> random_salt() {
@@ -144,12 +162,13 @@ size_t compress(Compression c, int level, std::span<const std::span<const std::b
   return kRawLenSize + made;
 }
 
-const char* decompress(uint32_t code, std::span<const std::byte> stored,
+const char* decompress(uint32_t code, std::span<const std::byte> stored, uint64_t max_raw,
                        std::vector<std::byte>* out) {
   if (stored.size() <= kRawLenSize) return "compressed record too short";
   uint32_t raw = 0;
   std::memcpy(&raw, stored.data(), sizeof raw);
   if (raw > kMaxPayload) return "compressed record claims more than 16MiB-1 bytes";
+  if (raw > max_raw) return "compressed record claims more than its segment can hold plain";
   out->resize(raw);
   const auto body = stored.subspan(kRawLenSize);
   if (code == kCompressionLz4) {
@@ -229,41 +248,60 @@ bool decrypt(const SegmentCipher& c, uint32_t offset, uint32_t word,
   return ok;
 }
 
-Result<EncryptionKey> Keyring::current() {
+MasterKey Keyring::keep(EncryptionKey& k) {
+  MasterKey m{k.id, io::SecretBytes(k.bytes)};
+  io::wipe(k.bytes.data(), k.bytes.size());
+  std::lock_guard lock(mu_);
+  keys_.insert_or_assign(m.id, m.bytes);
+  return m;
+}
+
+Result<MasterKey> Keyring::current() {
   auto k = source_(std::nullopt);
   if (!k) {
     return make_error(Errc::invalid_config,
                       "the encryption key source gave no current key: " + k.error().message);
   }
-  std::lock_guard lock(mu_);
-  keys_[k->id] = *k;
-  return k;
+  return keep(*k);
 }
 
-Result<EncryptionKey> Keyring::get(uint32_t key_id, uint64_t segment) {
+Result<MasterKey> Keyring::get(uint32_t key_id, uint64_t segment) {
   {
     std::lock_guard lock(mu_);
-    if (auto it = keys_.find(key_id); it != keys_.end()) return it->second;
+    if (auto it = keys_.find(key_id); it != keys_.end()) return MasterKey{key_id, it->second};
   }
   auto k = source_ ? source_(key_id) : make_error(Errc::invalid_config, "no key source");
   if (!k || k->id != key_id) {
+    if (k) io::wipe(k->bytes.data(), k->bytes.size());
     return make_error(Errc::invalid_config,
                       "segment " + std::to_string(segment) + " is encrypted under key id " +
                           std::to_string(key_id) + ", which the key source does not have" +
                           (k ? std::string(" (it returned key id ") + std::to_string(k->id) + ")"
                              : ": " + k.error().message));
   }
-  std::lock_guard lock(mu_);
-  keys_[key_id] = *k;
-  return k;
+  return keep(*k);
 }
 
 Result<SegmentCipher> Keyring::cipher(uint32_t key_id, uint64_t log_id, uint64_t segment,
-                                      uint64_t salt) {
+                                      uint64_t salt, std::optional<uint32_t> check) {
   auto master = get(key_id, segment);
   if (!master) return std::unexpected(master.error());
-  auto key = derive_segment_key(*master, log_id, segment);
+  auto key = derive_segment_key(master->bytes.bytes(), log_id, segment);
   if (!key) return std::unexpected(key.error());
+  if (check) {
+    const uint32_t v = key_check_value(*key);
+    if (v == 0) {
+      return make_error(Errc::unsupported, "libcrypto failed to compute a key check value");
+    }
+    if (v != *check) {
+      return make_error(Errc::invalid_config,
+                        "wrong key for key id " + std::to_string(key_id) + " in segment " +
+                            std::to_string(segment) +
+                            ": the key source gives key bytes under that id whose check value "
+                            "does not match the segment header's; give the key the segment was "
+                            "written under (nothing was read as damage or dropped)");
+    }
+  }
   return SegmentCipher{*key, segment, salt};
 }
 
@@ -279,7 +317,12 @@ int hex_value(char c) {
 Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
                                                   const std::string& origin) {
   std::vector<EncryptionKey> keys;
+  // Reserved once: a vector that grew would free a buffer holding keys.
+  keys.reserve(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
   size_t line_no = 0;
+  auto wipe_all = [&] {
+    for (auto& k : keys) io::wipe(k.bytes.data(), k.bytes.size());
+  };
   while (!text.empty()) {
     ++line_no;
     const size_t nl = text.find('\n');
@@ -289,7 +332,10 @@ Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
       line.remove_suffix(1);
     while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
     if (line.empty() || line.front() == '#') continue;
+    EncryptionKey k;
     auto fail = [&](const std::string& why) {
+      io::wipe(k.bytes.data(), k.bytes.size());
+      wipe_all();
       return make_error(Errc::invalid_config, "encryption key file " + origin + " line " +
                                                   std::to_string(line_no) + ": " + why +
                                                   " (expected '<key id> <64 hex digits>')");
@@ -299,7 +345,6 @@ Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
     const std::string_view id_text = line.substr(0, sp);
     std::string_view hex = line.substr(sp);
     while (!hex.empty() && (hex.front() == ' ' || hex.front() == '\t')) hex.remove_prefix(1);
-    EncryptionKey k;
     uint64_t id = 0;
     if (id_text.empty() || id_text.size() > 10) return fail("bad key id");
     for (char ch : id_text) {
@@ -320,6 +365,7 @@ Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
       if (other.id == k.id) return fail("key id " + std::to_string(k.id) + " appears twice");
     }
     keys.push_back(k);
+    io::wipe(k.bytes.data(), k.bytes.size());
   }
   if (keys.empty()) {
     return make_error(Errc::invalid_config, "encryption key file " + origin + " holds no key");
@@ -328,15 +374,38 @@ Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
 }
 
 KeySource key_source_from(std::vector<EncryptionKey> keys, std::string origin) {
-  return [keys = std::move(keys),
+  auto held = std::make_shared<std::vector<MasterKey>>();
+  held->reserve(keys.size());
+  for (auto& k : keys) {
+    held->push_back(MasterKey{k.id, io::SecretBytes(k.bytes)});
+    io::wipe(k.bytes.data(), k.bytes.size());
+  }
+  // (The EncryptionKey it returns is the caller's to wipe: Keyring does.)
+  return [held = std::move(held),
           origin = std::move(origin)](std::optional<uint32_t> id) -> Result<EncryptionKey> {
-    if (!id) return keys.back();
-    for (const auto& k : keys) {
-      if (k.id == *id) return k;
+    // Built in place in the returned value: no copy left in this frame.
+    auto give = [](const MasterKey& m) {
+      Result<EncryptionKey> k{std::in_place};
+      k->id = m.id;
+      std::memcpy(k->bytes.data(), m.bytes.data(), k->bytes.size());
+      return k;
+    };
+    if (!id) return give(held->back());
+    for (const auto& k : *held) {
+      if (k.id == *id) return give(k);
     }
     return make_error(Errc::invalid_config,
                       "key id " + std::to_string(*id) + " is not in " + origin);
   };
+}
+
+Result<KeySource> key_source_from_file(const std::filesystem::path& path) {
+  auto text = io::read_secret_file(path);
+  if (!text) return std::unexpected(text.error());
+  auto keys = parse_key_file(*text, path.string());
+  io::wipe(text->data(), text->size());
+  if (!keys) return std::unexpected(keys.error());
+  return key_source_from(std::move(*keys), path.string());
 }
 
 }  // namespace synclog::seg

@@ -10,12 +10,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "io/secret_memory.h"
 #include "synclog/config.h"
 #include "synclog/error.h"
 
@@ -36,19 +38,31 @@ inline constexpr size_t kNonceSize = 12;
 
 // A segment's data key and the header's nonce salt: everything a record's
 // encryption needs besides its offset and word.
+// Key bytes live in io::SecretBytes: out of core dumps, wiped when freed.
 struct SegmentCipher {
-  std::array<std::byte, kKeySize> key{};
+  io::SecretBytes key;
   uint64_t segment_id = 0;
   uint64_t salt = 0;
 };
 
 // HKDF-SHA256 over the master key, info = "synclog segment key" || log_id
 // || segment_id (little-endian u64s), no salt.
-[[nodiscard]] Result<std::array<std::byte, kKeySize>> derive_segment_key(
-    const EncryptionKey& master, uint64_t log_id, uint64_t segment_id);
+[[nodiscard]] Result<io::SecretBytes> derive_segment_key(
+    std::span<const std::byte, kKeySize> master, uint64_t log_id, uint64_t segment_id);
+
+// A master key as the library holds it once the key source gave it.
+struct MasterKey {
+  uint32_t id = 0;
+  io::SecretBytes bytes;
+};
 // nonce = offset:u32 || salt:u64; aad = segment_id:u64 || offset:u32 || word:u32.
 std::array<std::byte, kNonceSize> record_nonce(uint32_t offset, uint64_t salt);
 std::array<std::byte, 16> record_aad(uint64_t segment_id, uint32_t offset, uint32_t word);
+// The key check value a version-7 encrypted segment's header holds: the
+// first 4 bytes of HMAC-SHA256(data key, "synclog key check"). A key that
+// does not give it is the wrong key, told apart from damage. 0 if libcrypto
+// failed (never a valid check value: a 0 result is stored as 1).
+uint32_t key_check_value(const io::SecretBytes& data_key);
 // A fresh random salt for a new segment header (never 0).
 [[nodiscard]] Result<uint64_t> random_salt();
 
@@ -59,8 +73,9 @@ std::array<std::byte, 16> record_aad(uint64_t segment_id, uint32_t offset, uint3
 size_t compress(Compression c, int level, std::span<const std::span<const std::byte>> plain,
                 size_t limit, std::vector<std::byte>* out);
 // Undoes compress() for compression code `code` (1 lz4, 2 zstd) into *out;
-// the reason on failure.
-const char* decompress(uint32_t code, std::span<const std::byte> stored,
+// the reason on failure. A raw length above `max_raw` (what the record's
+// segment can hold plain) is refused before any work.
+const char* decompress(uint32_t code, std::span<const std::byte> stored, uint64_t max_raw,
                        std::vector<std::byte>* out);
 
 // Encrypts the pieces (n bytes in all) into out[0, n) and the tag into
@@ -78,25 +93,36 @@ class Keyring {
  public:
   explicit Keyring(KeySource source) : source_(std::move(source)) {}
   // The key new segments are written under.
-  [[nodiscard]] Result<EncryptionKey> current();
+  [[nodiscard]] Result<MasterKey> current();
   // The key a segment header names; `segment` names the segment in errors.
-  [[nodiscard]] Result<EncryptionKey> get(uint32_t key_id, uint64_t segment);
+  [[nodiscard]] Result<MasterKey> get(uint32_t key_id, uint64_t segment);
   // A segment's cipher for reading: its key from the header's key id.
+  // With `check` (a version-7 header's key check value), a key that does
+  // not give it fails with Errc::invalid_config, "wrong key for key id N in
+  // segment S": never damage, so no recovery mode drops anything for it.
   [[nodiscard]] Result<SegmentCipher> cipher(uint32_t key_id, uint64_t log_id, uint64_t segment,
-                                             uint64_t salt);
+                                             uint64_t salt,
+                                             std::optional<uint32_t> check = std::nullopt);
 
  private:
   KeySource source_;
   std::mutex mu_;
-  std::map<uint32_t, EncryptionKey> keys_;
+  std::map<uint32_t, io::SecretBytes> keys_;
+  // Copies a key the source gave into keys_ and wipes the source's copy.
+  MasterKey keep(EncryptionKey& k);
 };
 
 // Parses a key file's text: "<key id> <64 hex digits>" per line (blank
 // lines and lines starting with '#' are skipped); the last key is the
-// current one. Errors name the line, never its key bytes.
+// current one. Errors name the line, never its key bytes. Copies of key
+// bytes it makes on the way are wiped; the caller wipes `text`.
 [[nodiscard]] Result<std::vector<EncryptionKey>> parse_key_file(std::string_view text,
                                                                 const std::string& origin);
-// A KeySource over parsed keys.
+// A KeySource over parsed keys; it holds them in io::SecretBytes and wipes
+// `keys`.
 KeySource key_source_from(std::vector<EncryptionKey> keys, std::string origin);
+// Reads and parses a key file (io::read_secret_file refuses one others may
+// read) and wipes its text; the one way every caller loads a key file.
+[[nodiscard]] Result<KeySource> key_source_from_file(const std::filesystem::path& path);
 
 }  // namespace synclog::seg

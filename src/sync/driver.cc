@@ -373,17 +373,27 @@ Result<int> Driver::notify_fd() {
   return event_.fd();
 }
 
-void Driver::fail(Error error) {
+void Driver::stop(Error stopped) {
+  if (failed_.load()) return;
+  fail(std::move(stopped), true);
+}
+
+void Driver::fail(Error error, bool whole) {
   if (config_.on_sync_failure == FailurePolicy::abort) {
-    std::fprintf(stderr, "synclog: sync failed, aborting (on_sync_failure=abort): %s\n",
-                 error.describe().c_str());
+    std::fprintf(stderr, "synclog: %s, aborting (on_sync_failure=abort): %s\n",
+                 whole ? "the log stopped" : "sync failed", error.describe().c_str());
     std::abort();
   }
   {
     std::lock_guard lock(mu_);
-    if (!failure_) failure_ = std::move(error);
+    if (!failure_) {
+      failure_ = std::move(error);
+      failure_whole_ = whole;
+    }
   }
   failed_.store(true);
+  // An append waiting for a segment wakes too, and no later one waits.
+  appender_.fail(failed_error().error());
   {
     // A sync waiting in complete() for the one before it (which had no
     // marker) must wake: that one will never publish. try_lock, since
@@ -405,6 +415,7 @@ std::optional<Error> Driver::failure() const {
 
 std::unexpected<Error> Driver::failed_error() const {
   std::lock_guard lock(mu_);
+  if (failure_whole_) return std::unexpected(*failure_);
   return make_error(
       Errc::failed,
       "the log stopped after a failed sync; nothing later is acknowledged: " + failure_->message,

@@ -74,8 +74,12 @@ class Driver {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // The sync error the log failed on, if any.
   std::optional<Error> failure() const;
-  // Errc::failed, naming the sync error. Only after failed().
+  // Errc::failed, naming the cause (a sync error, or stop()). Only after failed().
   std::unexpected<Error> failed_error() const;
+  // Stops the log for a failure outside a sync (a segment the manager could
+  // not make), as a failed sync does: `stopped` (Errc::failed, the whole
+  // message) is what every waiting and later call gets. No-op once failed.
+  void stop(Error stopped);
   // After close(): nothing more will become durable.
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
@@ -99,7 +103,9 @@ class Driver {
   [[nodiscard]] Result<void> sync_once();
   [[nodiscard]] Result<void> persist_through(Position target);
   void publish(Position durable);
-  void fail(Error error);
+  // `whole`: the error's message says it all (stop()); otherwise it is the
+  // cause of a failed sync.
+  void fail(Error error, bool whole = false);
   // Wakes timed waiters and signals the eventfd.
   void tell_watchers();
   [[nodiscard]] Result<void> wait_durable(Position target, bool inclusive);
@@ -162,7 +168,8 @@ class Driver {
   std::condition_variable cv_;
   std::condition_variable durable_cv_;  // timed waiters (wait_until)
   std::optional<Error> failure_;
-  io::EventFd event_;  // made under mu_
+  bool failure_whole_ = false;  // failure_ came from stop()
+  io::EventFd event_;           // made under mu_
 
   Position synced_;  // the syncer thread, or the batch leader (close() after both)
   uint64_t last_sync_start_ns_ = 0;

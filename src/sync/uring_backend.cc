@@ -33,7 +33,10 @@ Result<std::unique_ptr<Backend>> make_uring_backend(const Config& config, uint32
 }
 
 Result<int> UringBackend::one(const std::byte* data, int rw_flags) {
-  // EAGAIN and EINTR are retried, a bounded number of times.
+  // EAGAIN, EINTR and ECANCELED are retried, a bounded number of times.
+  // ECANCELED: the kernel could not start a worker thread for the request
+  // (a signal was pending on the submitter while it tried), so the request
+  // never ran.
   for (int attempt = 0;; ++attempt) {
     const bool queued = data != nullptr
                             ? ring_.queue_write(0, -1, data, block_, block_, rw_flags, 0)
@@ -48,7 +51,8 @@ Result<int> UringBackend::one(const std::byte* data, int rw_flags) {
           ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) { result = c.result; });
       if (!reaped) return drained(reaped.error());
     }
-    if ((*result != -EAGAIN && *result != -EINTR) || attempt == 100) return *result;
+    const bool transient = *result == -EAGAIN || *result == -EINTR || *result == -ECANCELED;
+    if (!transient || attempt == 100) return *result;
   }
 }
 
@@ -254,25 +258,38 @@ std::unexpected<Error> UringBackend::drained(Error error) {
 
 Result<void> UringBackend::datasync(const std::vector<unsigned>& slots) {
   std::optional<Error> failure;
+  std::vector<unsigned> todo(slots.rbegin(), slots.rend());
+  std::vector<uint16_t> transient(kSlots, 0);
   unsigned pending = 0;
-  for (unsigned s : slots) {
+  while (pending > 0 || (!todo.empty() && !failure)) {
     // Those already queued still go, and are waited for, before the error.
-    if (!ring_.queue_datasync(s, s)) {
-      failure = make_error(Errc::io_error, "io_uring submission queue full").error();
-      break;
+    while (!todo.empty() && !failure) {
+      if (!ring_.queue_datasync(todo.back(), todo.back())) {
+        if (pending > 0) break;  // room comes back as completions are reaped
+        failure = make_error(Errc::io_error, "io_uring submission queue full").error();
+        break;
+      }
+      todo.pop_back();
+      ++pending;
     }
-    ++pending;
-  }
-  while (pending > 0) {
+    if (pending == 0) break;
     auto reaped = ring_.submit_and_reap(1, [&](const io::Uring::Completion& c) {
       --pending;
+      const auto s = static_cast<unsigned>(c.user_data);
+      // EINTR or ECANCELED (no kernel worker could be started while a
+      // signal was pending): the fdatasync never ran, so no writeback error
+      // was reported and consumed; it goes again, a bounded number of times.
+      const bool again = c.result == -EINTR || c.result == -ECANCELED || c.result == -EAGAIN;
+      if (again && ++transient[s] <= kMaxTransient) {
+        todo.push_back(s);
+        return;
+      }
       if (c.result < 0 && !failure) {
-        failure =
-            make_error(Errc::io_error,
-                       "io_uring fdatasync of " + slots_[c.user_data].segment->path().string() +
-                           " failed: " + std::strerror(-c.result),
-                       -c.result)
-                .error();
+        failure = make_error(Errc::io_error,
+                             "io_uring fdatasync of " + slots_[s].segment->path().string() +
+                                 " failed: " + std::strerror(-c.result),
+                             -c.result)
+                      .error();
       }
     });
     if (!reaped) return drained(reaped.error());
