@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "fail_nth_sync.h"
@@ -277,6 +279,72 @@ TEST(Async, StressCompletionsRaceCloseAndAFailingSync) {
     for (const Position& p : ok)
       EXPECT_TRUE(std::binary_search(found.begin(), found.end(), p)) << p.to_string();
   }
+}
+
+// A callback that throws is caught: every other callback still runs once,
+// the log goes on, and stats() (JSON and Prometheus too) counts it and
+// names the first exception. Before, it ended the process.
+TEST(Async, AThrowingCallbackIsCaughtCountedAndTheOthersRun) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.mode = SyncMode::batch;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  std::atomic<int> calls{0};
+  const int n = scaled(200);
+  for (int i = 0; i < n; ++i) {
+    auto pos = (*log)->append_async(make_record(0, static_cast<uint64_t>(i), 64),
+                                    [&, i](Result<Position> r) {
+                                      ++calls;
+                                      if (!r) return;
+                                      if (i % 50 == 7) throw std::runtime_error("engine bug");
+                                      if (i == 8) throw 42;
+                                    });
+    ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+  }
+  ASSERT_TRUE((*log)->sync().has_value());
+  auto more = (*log)->append("after the throws");
+  ASSERT_TRUE(more.has_value()) << more.error().describe();
+  ASSERT_TRUE((*log)->wait_durable(*more, std::chrono::seconds(10)).has_value());
+  // After close(): every callback has run by then.
+  ASSERT_TRUE((*log)->close().has_value());
+  const Stats s = (*log)->stats();
+  EXPECT_EQ(calls.load(), n);
+  EXPECT_EQ(s.callback_exceptions, static_cast<uint64_t>(n / 50 + (n % 50 > 7 ? 1 : 0) + 1));
+  EXPECT_NE(s.callback_error.find("engine bug"), std::string::npos) << s.callback_error;
+  EXPECT_NE(to_json(s).find("\"callback_exceptions\":"), std::string::npos);
+  auto prom = to_prometheus(s);
+  ASSERT_TRUE(prom.has_value()) << prom.error().describe();
+  EXPECT_NE(prom->find("synclog_callback_exceptions_total "), std::string::npos);
+}
+
+// close() from a completion callback is an error value, and the log stays
+// open: it used to abort the process (the callback thread joined itself).
+TEST(Async, CloseFromACallbackIsAnErrorAndTheLogStaysOpen) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.mode = SyncMode::group;
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  std::promise<Result<void>> got;
+  auto pos = (*log)->append_async("first", [&](Result<Position> r) {
+    if (r) got.set_value((*log)->close());
+  });
+  ASSERT_TRUE(pos.has_value()) << pos.error().describe();
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const Result<void> closed = future.get();
+  ASSERT_FALSE(closed.has_value());
+  EXPECT_EQ(closed.error().code, Errc::invalid_argument) << closed.error().describe();
+  EXPECT_NE(closed.error().message.find("completion callback"), std::string::npos)
+      << closed.error().describe();
+  auto later = (*log)->append("still open");
+  ASSERT_TRUE(later.has_value()) << later.error().describe();
+  ASSERT_TRUE((*log)->close().has_value());
+  auto replayed = replay_all(cfg);
+  ASSERT_TRUE(replayed.has_value()) << replayed.error().describe();
+  ASSERT_EQ(replayed->size(), 2u);
+  EXPECT_EQ((*replayed)[1].data, "still open");
 }
 
 }  // namespace

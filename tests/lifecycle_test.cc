@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "segments/segment.h"
@@ -223,6 +225,53 @@ TEST(Lifecycle, SizeLimitBlocksThenErrorsThenResumesAfterRelease) {
     ASSERT_TRUE(r.has_value()) << i << ": " << r.error().describe();
   }
   ASSERT_TRUE((*log)->close().has_value());
+}
+
+// Appenders queued behind one that waits for a segment each wait their own
+// allocation_timeout, and each error says how long that append waited (it
+// used to say "after waiting 0 ms" for those that took over the switch
+// just before their deadline).
+TEST(Lifecycle, NoSpaceErrorsNameTheWholeWait) {
+  TempDir dir;
+  Config cfg = small_config(dir.path());
+  cfg.recycle = false;
+  cfg.max_total_size = 3 * cfg.segment_size;
+  cfg.allocation_timeout = std::chrono::milliseconds(200);
+  auto log = Log::open(cfg);
+  ASSERT_TRUE(log.has_value()) << log.error().describe();
+  for (uint64_t i = 0;; ++i) {  // fill every segment the limit allows
+    auto pos = (*log)->append(make_record(3, i, 2000));
+    if (!pos) break;
+    ASSERT_LT(i, 100'000u) << "the size limit never pushed back";
+  }
+  std::mutex mu;
+  std::vector<std::pair<Error, std::chrono::milliseconds>> errors;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 5; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        auto pos = (*log)->append(make_record(10 + t, i, 2000));
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - start);
+        if (pos) continue;
+        std::lock_guard lock(mu);
+        errors.emplace_back(pos.error(), took);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(errors.size(), 20u);
+  for (const auto& [e, took] : errors) {
+    EXPECT_EQ(e.code, Errc::no_space) << e.describe();
+    EXPECT_GE(took, cfg.allocation_timeout) << e.describe();
+    const auto at = e.message.find("after waiting ");
+    ASSERT_NE(at, std::string::npos) << e.describe();
+    const long waited = std::strtol(e.message.c_str() + at + 14, nullptr, 10);
+    EXPECT_GE(waited, cfg.allocation_timeout.count()) << e.describe();
+    EXPECT_LE(waited, took.count()) << e.describe();
+  }
+  (void)(*log)->close();
 }
 
 }  // namespace

@@ -204,7 +204,11 @@ class SYNCLOG_API Log {
   // become durable). Runs on one thread of the log, one callback at a time,
   // in position order, never under a lock that appenders take. It must be
   // short and must not wait on the log: no append() or sync() in batch or
-  // group mode, no wait_durable(), no close(). append_async() is fine.
+  // group mode, no wait_durable(). append_async() is fine. close() from a
+  // callback returns Errc::invalid_argument (the log stays open). A
+  // callback should not throw; one that does is caught, the callbacks after
+  // it still run, and stats() counts it (callback_exceptions, with the
+  // first one's what() in callback_error).
   using Completion = std::function<void(Result<Position>)>;
   // Appends like append() but returns at once in every mode with where the
   // record starts (periodic mode still blocks while the syncer lags past

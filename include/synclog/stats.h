@@ -81,6 +81,12 @@ struct Stats {
   uint64_t cdc_blocked_appends = 0;
   std::string cdc_error;
 
+  // Completion callbacks (append_async) that threw: the exception was
+  // caught on the log's callback thread and the later callbacks still ran.
+  // The count this session, and the first one's what().
+  uint64_t callback_exceptions = 0;
+  std::string callback_error;
+
   // Space, as Log::segments() lists it: at the moment of the call.
   Position durable;            // Log::durable()
   uint64_t disk_bytes = 0;     // Log::disk_bytes(): every segment file, spares included

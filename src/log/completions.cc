@@ -1,10 +1,29 @@
 #include "log/completions.h"
 
+#include <exception>
 #include <optional>
 #include <utility>
 #include <vector>
 
 namespace synclog {
+namespace {
+
+// The Completions object whose thread this is, if any.
+thread_local const Completions* t_running = nullptr;
+
+}  // namespace
+
+bool Completions::on_callback_thread() const { return t_running == this; }
+
+uint64_t Completions::exceptions() const {
+  std::lock_guard lock(mu_);
+  return exceptions_;
+}
+
+std::string Completions::first_exception() const {
+  std::lock_guard lock(mu_);
+  return first_exception_;
+}
 
 void Completions::start() {
   std::call_once(started_, [this] { thread_ = std::thread([this] { run(); }); });
@@ -47,13 +66,28 @@ bool Completions::fire_ready() {
   for (auto& [raw, p] : ready) {
     const Position pos = p.pos;
     const Callback& done = p.done;
-    if (raw < durable && !failed) {
-      done(pos);
-    } else if (error) {
-      done(std::unexpected(*error));
-    } else {
-      done(make_error(Errc::closed,
-                      "the log was closed before " + pos.to_string() + " became durable"));
+    // A callback that throws must not take the others with it (nor the
+    // process): the exception is counted and kept for stats().
+    try {
+      if (raw < durable && !failed) {
+        done(pos);
+      } else if (error) {
+        done(std::unexpected(*error));
+      } else {
+        done(make_error(Errc::closed,
+                        "the log was closed before " + pos.to_string() + " became durable"));
+      }
+    } catch (...) {
+      std::string what = "completion callback for " + pos.to_string() + " threw ";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what += std::string("'") + e.what() + "'";
+      } catch (...) {
+        what += "an exception not derived from std::exception";
+      }
+      std::lock_guard lock(mu_);
+      if (exceptions_++ == 0) first_exception_ = std::move(what);
     }
   }
   // A callback may have appended again: its callback is pending now.
@@ -61,6 +95,7 @@ bool Completions::fire_ready() {
 }
 
 void Completions::run() {
+  t_running = this;
   for (;;) {
     const uint32_t seen = driver_.generation();
     const bool left = fire_ready();

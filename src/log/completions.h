@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "sync/driver.h"
@@ -36,6 +37,11 @@ class Completions {
   void stop();
   // Callbacks registered and not yet run.
   size_t pending() const;
+  // Whether the caller is this object's callback thread (a callback).
+  bool on_callback_thread() const;
+  // Callbacks that threw, and the first one's what().
+  uint64_t exceptions() const;
+  std::string first_exception() const;
 
  private:
   void run();
@@ -49,6 +55,8 @@ class Completions {
     Callback done;
   };
   std::map<uint64_t, Pending> pending_;  // by raw settled position
+  uint64_t exceptions_ = 0;
+  std::string first_exception_;
   std::once_flag started_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -495,6 +495,10 @@ Stats Log::stats() const {
     s.archive_pending = a.pending;
     s.archive_error = std::move(a.last_error);
   }
+  if (impl_->completions) {
+    s.callback_exceptions = impl_->completions->exceptions();
+    s.callback_error = impl_->completions->first_exception();
+  }
   if (impl_->cdc) {
     s.cdc_segments_linked = m.cdc_linked;
     s.cdc_blocked_appends = m.cdc_blocked;
@@ -509,6 +513,13 @@ Stats Log::stats() const {
 
 Result<void> Log::close() {
   if (impl_->closed) return {};
+  // close() waits for the callback thread to finish: from that thread it
+  // would wait for itself.
+  if (impl_->completions && impl_->completions->on_callback_thread()) {
+    return make_error(Errc::invalid_argument,
+                      "close() called from a completion callback: the log's callback thread "
+                      "cannot wait for itself; close the log from another thread");
+  }
   impl_->closing.store(true);
   // First, so that it is not archiving while the segments are closed; what
   // it did not reach waits for the next session.

@@ -74,6 +74,8 @@ std::string to_json(const Stats& s) {
   field("cdc_bytes", u(s.cdc_bytes));
   field("cdc_blocked_appends", u(s.cdc_blocked_appends));
   field("cdc_error", quoted(s.cdc_error));
+  field("callback_exceptions", u(s.callback_exceptions));
+  field("callback_error", quoted(s.callback_error));
   field("durable",
         "{\"segment\":" + u(s.durable.segment()) + ",\"offset\":" + u(s.durable.offset()) + "}");
   field("disk_bytes", u(s.disk_bytes));

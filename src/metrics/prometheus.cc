@@ -229,6 +229,8 @@ Result<std::string> to_prometheus(const std::vector<LabeledStats>& logs, std::st
           "Bytes of files in cdc_dir (counted against cdc_max_size).");
   e.counter("cdc_blocked_appends_total", &Stats::cdc_blocked_appends,
             "Segment switches that waited because cdc_dir was full (cdc_max_size).");
+  e.counter("callback_exceptions_total", &Stats::callback_exceptions,
+            "Completion callbacks that threw (caught; later callbacks still ran).");
   // A position is 64 bits, more than a float64 sample holds exactly: its
   // two halves are two gauges.
   e.gauge(

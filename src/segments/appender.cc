@@ -126,7 +126,7 @@ Result<Position> Appender::append_gathered(Kind kind,
   if (stored) *stored = Stored{stored_len, kind == Kind::batch && (flags & kCompressionMask)};
   inflight::Slot* slot = &inflight_.mine();
   const uint64_t size = framed_size(static_cast<uint32_t>(stored_len));
-  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::optional<SpaceWait> wait;
   for (;;) {
     inflight::begin(*slot);
     Segment* seg = active_.load(std::memory_order_acquire);
@@ -147,8 +147,9 @@ Result<Position> Appender::append_gathered(Kind kind,
     // Waiting for a segment happens outside the inflight window, so a sync
     // never waits on a writer that waits on space. One deadline for all
     // retries: waiting behind other writers counts against it.
-    if (!deadline) deadline = io::deadline_after(allocation_timeout_);
-    if (auto r = advance_from(seg, *deadline); !r) return std::unexpected(r.error());
+    if (!wait)
+      wait = SpaceWait{std::chrono::steady_clock::now(), io::deadline_after(allocation_timeout_)};
+    if (auto r = advance_from(seg, *wait); !r) return std::unexpected(r.error());
   }
 }
 
@@ -200,24 +201,22 @@ Result<Position> Appender::append_marker(Position durable, uint32_t align, uint6
     on_overflow(seg, seg->reserved.fetch_add(seg->size()));
     inflight::end(*slot);
     // The syncer never waits for space: it syncs what exists instead.
-    if (auto r = advance_from(seg, std::chrono::steady_clock::now()); !r) {
+    const auto now = std::chrono::steady_clock::now();
+    if (auto r = advance_from(seg, SpaceWait{now, now}); !r) {
       return std::unexpected(r.error());
     }
   }
 }
 
-Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::time_point deadline) {
+Result<void> Appender::advance_from(Segment* full, const SpaceWait& wait) {
   // One thread switches; the others wait for it only until their own
   // deadline (the syncer's is now: it never waits behind a starved switch).
   const uint64_t start = io::now_ns();
   auto moved_on = [&] { return active_.load(std::memory_order_acquire) != full; };
   {
     std::unique_lock lock(mu_);
-    if (!switch_done_.wait_until(lock, deadline, [&] { return !switching_ || moved_on(); })) {
-      const std::string why = manager_.spare_problem();
-      return make_error(Errc::no_space,
-                        "no segment available: another append is waiting for one (" +
-                            (why.empty() ? "the next spare is still being made" : why) + ")");
+    if (!switch_done_.wait_until(lock, wait.deadline, [&] { return !switching_ || moved_on(); })) {
+      return std::unexpected(behind_another(wait));
     }
     if (moved_on()) return {};
     if (sealed_) return make_error(Errc::closed, "the log is closed");
@@ -225,7 +224,7 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   }
   // The writer that wrote the end record may still be on its way here; the
   // switch below only needs the segment to be full, which it is.
-  auto next = take_next(deadline);
+  auto next = take_next(wait);
   metrics_.local().record(metrics::Hist::allocation_wait, io::now_ns() - start);
   std::lock_guard lock(mu_);
   switching_ = false;
@@ -239,26 +238,29 @@ Result<void> Appender::advance_from(Segment* full, std::chrono::steady_clock::ti
   return {};
 }
 
-Result<void> Appender::claim_switch(std::chrono::steady_clock::time_point deadline) {
+Error Appender::behind_another(const SpaceWait& wait) {
+  const std::string why = manager_.spare_problem();
+  return no_segment(wait, "another append is waiting for one (" +
+                              (why.empty() ? "the next spare is still being made" : why) + ")");
+}
+
+Result<void> Appender::claim_switch(const SpaceWait& wait) {
   std::unique_lock lock(mu_);
-  if (!switch_done_.wait_until(lock, deadline, [&] { return !switching_; })) {
-    const std::string why = manager_.spare_problem();
-    return make_error(Errc::no_space,
-                      "no segment available: another append is waiting for one (" +
-                          (why.empty() ? "the next spare is still being made" : why) + ")");
+  if (!switch_done_.wait_until(lock, wait.deadline, [&] { return !switching_; })) {
+    return std::unexpected(behind_another(wait));
   }
   if (sealed_) return make_error(Errc::closed, "the log is closed");
   switching_ = true;
   return {};
 }
 
-Result<Segment*> Appender::take_next(std::chrono::steady_clock::time_point deadline) {
+Result<Segment*> Appender::take_next(const SpaceWait& wait) {
   if (!stash_.empty()) {
     Segment* s = stash_.front();
     stash_.pop_front();
     return s;
   }
-  return manager_.take(deadline);
+  return manager_.take(wait);
 }
 
 Result<Position> Appender::append_fragmented(std::span<const std::span<const std::byte>> pieces,
@@ -273,9 +275,9 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   // segment closed here, after it past the record. Every segment is taken
   // first, outside the inflight window: a sync never waits on a writer
   // that waits for space.
-  const auto deadline = io::deadline_after(allocation_timeout_);
+  const SpaceWait wait{std::chrono::steady_clock::now(), io::deadline_after(allocation_timeout_)};
   const uint64_t start_ns = io::now_ns();
-  if (auto r = claim_switch(deadline); !r) return std::unexpected(r.error());
+  if (auto r = claim_switch(wait); !r) return std::unexpected(r.error());
   std::vector<Segment*> taken;
   auto give_back = [&] {
     std::lock_guard lock(mu_);
@@ -288,7 +290,7 @@ Result<Position> Appender::append_fragmented(std::span<const std::span<const std
   const bool session = cur == &placeholder_;
   FragmentPlan plan;
   for (uint32_t need = 1; taken.size() < need;) {
-    auto next = take_next(deadline);
+    auto next = take_next(wait);
     if (!next) {
       give_back();
       return std::unexpected(next.error());

@@ -110,12 +110,13 @@ class Appender {
   void fail(Error stopped) { manager_.fail(std::move(stopped)); }
 
  private:
-  [[nodiscard]] Result<void> advance_from(Segment* full,
-                                          std::chrono::steady_clock::time_point deadline);
-  // Becomes the one thread that switches segments, or fails at `deadline`.
-  [[nodiscard]] Result<void> claim_switch(std::chrono::steady_clock::time_point deadline);
+  [[nodiscard]] Result<void> advance_from(Segment* full, const SpaceWait& wait);
+  // Becomes the one thread that switches segments, or fails at the deadline.
+  [[nodiscard]] Result<void> claim_switch(const SpaceWait& wait);
+  // Errc::no_space for a wait that ran out behind another append's switch.
+  [[nodiscard]] Error behind_another(const SpaceWait& wait);
   // The next segment for the switching thread: a stashed one first.
-  [[nodiscard]] Result<Segment*> take_next(std::chrono::steady_clock::time_point deadline);
+  [[nodiscard]] Result<Segment*> take_next(const SpaceWait& wait);
   // A record in fragments: holds the switch for the whole record, takes the
   // segments it needs first, then closes the active segment and writes the
   // record from the start of the next one in one inflight window.

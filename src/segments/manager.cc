@@ -337,16 +337,21 @@ void SegmentManager::run() {
   }
 }
 
-Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point deadline,
-                                      bool fail_fast) {
+Error no_segment(const SpaceWait& wait, const std::string& why) {
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - wait.since);
+  return Error{Errc::no_space, "no segment available after waiting " +
+                                   std::to_string(waited.count()) + " ms: " + why};
+}
+
+Result<Segment*> SegmentManager::take(const SpaceWait& wait, bool fail_fast) {
   std::unique_lock lock(mu_);
   if (failure_) return std::unexpected(*failure_);
   if (spares_.empty()) {
     ++stats_.stalls;
     const bool cdc_blocked = cdc_waiting_;
     work_.notify_one();
-    const auto start = std::chrono::steady_clock::now();
-    spare_ready_.wait_until(lock, deadline, [&] {
+    spare_ready_.wait_until(lock, wait.deadline, [&] {
       return !spares_.empty() || stopping_ || ids_exhausted_ || failure_ ||
              (fail_fast && !last_error_.empty());
     });
@@ -354,11 +359,8 @@ Result<Segment*> SegmentManager::take(std::chrono::steady_clock::time_point dead
     // Also when the manager found cdc_dir full only after this call began.
     if (cdc_blocked || cdc_waiting_) ++stats_.cdc_blocked;
     if (spares_.empty()) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - start);
-      std::string why = last_error_.empty() ? "no spare segment was ready" : last_error_;
-      return make_error(Errc::no_space, "no segment available after waiting " +
-                                            std::to_string(waited.count()) + " ms: " + why);
+      return std::unexpected(
+          no_segment(wait, last_error_.empty() ? "no spare segment was ready" : last_error_));
     }
   }
   auto seg = std::move(spares_.front());

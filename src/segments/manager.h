@@ -87,6 +87,18 @@ struct Released {
   uint64_t bytes_recycled = 0;
 };
 
+// An append's wait for a segment: it began at `since` (what its error
+// reports, also when it waited behind another append first) and ends at
+// `deadline`.
+struct SpaceWait {
+  std::chrono::steady_clock::time_point since;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// Errc::no_space for a wait that ran out: "no segment available after
+// waiting N ms: <why>".
+[[nodiscard]] Error no_segment(const SpaceWait& wait, const std::string& why);
+
 class SegmentManager {
  public:
   // `existing` lists the segment files recovery kept (id -> file size);
@@ -103,8 +115,7 @@ class SegmentManager {
   // Errc::no_space naming the cause (the size limit or the creation error).
   // Once the log stopped (fail(), or a creation error that is not
   // back-pressure) it fails at once, also any call waiting, with that error.
-  [[nodiscard]] Result<Segment*> take(std::chrono::steady_clock::time_point deadline,
-                                      bool fail_fast = false);
+  [[nodiscard]] Result<Segment*> take(const SpaceWait& wait, bool fail_fast = false);
 
   // The log stopped (a failed sync): `stopped` (Errc::failed) is what every
   // waiting and later take() gets, and no more spares are made. The first
