@@ -59,6 +59,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +79,7 @@
 #include <vector>
 
 #include "segments/segment.h"
+#include "signal_storm.h"
 #include "synclog/log.h"
 #include "synclog/restore.h"
 #include "test_util.h"
@@ -140,7 +142,12 @@ struct Child {
 
   void send(const Msg& m) {
     // A failed write means the parent is gone: nothing left to report to.
-    if (::write(fd, &m, sizeof m) != static_cast<ssize_t>(sizeof m)) ::_exit(7);
+    // (Under a signal storm a write can be cut short before it wrote anything.)
+    ssize_t n = 0;
+    do {
+      n = ::write(fd, &m, sizeof m);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof m)) ::_exit(7);
   }
   [[noreturn]] void fail(const std::string& what) {
     const std::string s =
@@ -226,6 +233,11 @@ struct Child {
 
   [[noreturn]] void run() {
     ::alarm(120);  // a hung child dies and the parent reports it
+    // $SYNCLOG_TEST_SIGNAL_HZ: the session (open, appends, syncs, archiving,
+    // release) runs in a signal storm. Only the child: the parent must stay
+    // one thread to fork. Never destroyed: the child leaves by _exit.
+    static const auto storm = SignalStorm::from_env().release();
+    (void)storm;
     set_failing(false);
     auto opened = Log::open(config());
     if (!opened) fail("Log::open: " + opened.error().describe());
