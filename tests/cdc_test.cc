@@ -374,20 +374,16 @@ TEST(Cdc, ConsumerNeverPrintsPastTheDurableOffset) {
   ASSERT_TRUE((*log)->close().has_value());
 }
 
-// A process crash (no close): the next open marks the crashed session's
-// segments complete at the end recovery found and removes the links of its
-// spares; the consumer then prints exactly what replay returns.
-TEST(Cdc, OpenAfterACrashCompletesIndexesAndDropsSpareLinks) {
-  Dirs d;
-  constexpr int kRecords = 100;
+// A child process appends `n` records of 7000 bytes, lets the spare ahead
+// be made and linked, then dies without closing.
+void crash_after_appends(const Dirs& d, int n) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     auto log = Log::open(d.config());
     if (!log) ::_exit(2);
-    for (int i = 0; i < kRecords; ++i) {
+    for (int i = 0; i < n; ++i) {
       if (!(*log)->append(make_record(1, static_cast<uint64_t>(i), 7000))) ::_exit(3);
     }
-    // Let the spare ahead be made and linked, then die without closing.
     while ((*log)->stats().spare_files == 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ::_exit(0);
@@ -395,6 +391,15 @@ TEST(Cdc, OpenAfterACrashCompletesIndexesAndDropsSpareLinks) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A process crash (no close): the next open marks the crashed session's
+// segments complete at the end recovery found and removes the links of its
+// spares; the consumer then prints exactly what replay returns.
+TEST(Cdc, OpenAfterACrashCompletesIndexesAndDropsSpareLinks) {
+  Dirs d;
+  constexpr int kRecords = 100;
+  ASSERT_NO_FATAL_FAILURE(crash_after_appends(d, kRecords));
   const auto before = d.linked();
   ASSERT_GE(before.size(), 3u);
 
@@ -605,20 +610,7 @@ class DirChanges : public io::Hook {
 // segment just completed never lands on a link about to disappear.
 TEST(Cdc, OpenAfterACrashRemovesStaleLinksBeforeCompletingAnyIndex) {
   Dirs d;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    auto log = Log::open(d.config());
-    if (!log) ::_exit(2);
-    for (int i = 0; i < 100; ++i) {
-      if (!(*log)->append(make_record(1, static_cast<uint64_t>(i), 7000))) ::_exit(3);
-    }
-    while ((*log)->stats().spare_files == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_NO_FATAL_FAILURE(crash_after_appends(d, 100));
   const auto linked = d.linked();
   ASSERT_GE(linked.size(), 3u);
   const uint64_t spare = linked.back();
