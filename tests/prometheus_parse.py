@@ -22,7 +22,7 @@ PREFIX = "synclog_"
 COUNTERS = ["appends", "append_bytes", "append_stored_bytes", "syncs", "padding_bytes", "segments_created",
             "segments_recycled", "segments_released", "allocation_stalls",
             "lag_blocked_appends", "failures", "segments_archived", "archive_failures",
-            "cdc_segments_linked", "cdc_blocked_appends"]
+            "cdc_segments_linked", "cdc_blocked_appends", "callback_exceptions"]
 GAUGES = ["records_per_sync", "max_sync_lag_seconds", "durable_segment", "durable_offset_bytes",
           "disk_bytes", "segment_files", "spare_files", "append_max_seconds",
           "durable_wait_max_seconds", "sync_max_seconds", "allocation_wait_max_seconds",

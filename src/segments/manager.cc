@@ -310,18 +310,28 @@ void SegmentManager::run() {
         // Not a shortage that may clear: the filesystem failed (EIO), went
         // read-only (EROFS) or was shut down. Waiting would only turn that
         // into no_space later; the log stops now, as after a failed sync.
-        failure_ = Error{Errc::failed,
-                         "the log stopped after a failed segment creation; nothing later is "
-                         "acknowledged: " +
-                             e.message,
-                         e.sys_errno};
+        const Error stopped{Errc::failed,
+                            "the log stopped after a failed segment creation; nothing later is "
+                            "acknowledged: " +
+                                e.message,
+                            e.sys_errno};
         last_error_ = e.message;
         auto tell = on_failure_;
-        const Error stopped = *failure_;
-        spare_ready_.notify_all();
         lock.unlock();
+        // The driver first, then the appenders waiting here: none of them
+        // may see the log stopped while a sync() still succeeds. (The
+        // driver's stop also calls fail(); a second call changes nothing.)
         if (tell) tell(stopped);
+        fail(stopped);
         lock.lock();
+        // A callback registered after `tell` was read missed the failure
+        // unless it saw failure_ set; telling the driver twice is harmless.
+        if (!tell && on_failure_) {
+          auto late = on_failure_;
+          lock.unlock();
+          late(stopped);
+          lock.lock();
+        }
         continue;
       }
       last_error_ = e.message;
