@@ -347,5 +347,24 @@ TEST(Async, CloseFromACallbackIsAnErrorAndTheLogStaysOpen) {
   EXPECT_EQ((*replayed)[1].data, "still open");
 }
 
+// Destroying the Log from its own callback cannot join the callback
+// thread: the process stops with a message naming the mistake (it used to
+// die of an uncaught std::system_error, "Resource deadlock avoided").
+TEST(AsyncDeathTest, DestroyingTheLogFromACallbackSaysWhy) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir dir;
+  const Config cfg = small_config(dir.path());
+  EXPECT_DEATH(
+      {
+        auto log = Log::open(cfg);
+        if (!log) std::abort();
+        std::promise<void> never;
+        auto pos = (*log)->append_async("x", [&](Result<Position>) { log->reset(); });
+        if (!pos) std::abort();
+        never.get_future().wait_for(std::chrono::seconds(10));
+      },
+      "destroyed from its own completion callback");
+}
+
 }  // namespace
 }  // namespace synclog::test

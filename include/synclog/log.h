@@ -205,7 +205,9 @@ class SYNCLOG_API Log {
   // in position order, never under a lock that appenders take. It must be
   // short and must not wait on the log: no append() or sync() in batch or
   // group mode, no wait_durable(). append_async() is fine. close() from a
-  // callback returns Errc::invalid_argument (the log stays open). A
+  // callback returns Errc::invalid_argument (the log stays open); destroying
+  // the Log from a callback cannot wait for the callback thread either and
+  // aborts the process, saying so on stderr. A
   // callback should not throw; one that does is caught, the callbacks after
   // it still run, and stats() counts it (callback_exceptions, with the
   // first one's what() in callback_error).

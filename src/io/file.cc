@@ -258,7 +258,8 @@ Result<void> sync_dir(const std::filesystem::path& dir) {
 Result<void> rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
   int err = hooked(Event{Op::rename, from, 0, 0, nullptr, &to},
                    [&] { return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno; });
-  if (err != 0) return sys_error("rename to " + to.string(), from, err);
+  // "rename <from> to <to>: <cause>"
+  if (err != 0) return sys_error("rename " + from.string() + " to", to, err);
   return {};
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <random>
@@ -20,6 +22,14 @@ namespace synclog {
 Log::Log(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Log::~Log() {
+  if (impl_ && impl_->completions && impl_->completions->on_callback_thread()) {
+    // The callback thread would have to join itself: say why, then stop,
+    // rather than die of an uncaught std::system_error.
+    std::fprintf(stderr,
+                 "synclog: a Log was destroyed from its own completion callback, whose thread "
+                 "it must join; aborting (close and destroy it from another thread)\n");
+    std::abort();
+  }
   if (impl_ && !impl_->closed) (void)close();
 }
 
