@@ -248,6 +248,18 @@ struct History {
     return ids;
   }
 
+  // A restore to a time after everything (into an empty target) gives
+  // back the whole log.
+  void expect_whole_by_time() const {
+    fs::remove_all(target());
+    RestoreOptions o = options();
+    o.stop = RestoreStop::time;
+    o.time_ns = wall_ns();
+    auto r = restore(o);
+    ASSERT_TRUE(r.has_value()) << r.error().describe();
+    EXPECT_TRUE(same_records(replay_restored(), records));
+  }
+
   // The restored log, opened as any log is, and then continued.
   std::vector<Replayed> replay_restored() const {
     Config cfg = sized(small_config(target()));
@@ -513,13 +525,7 @@ TEST(Restore, AfterACrashFromArchiveAndLiveDirectory) {
     EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1))) << k;
   }
   // And to a time after everything.
-  fs::remove_all(h.target());
-  RestoreOptions o = h.options();
-  o.stop = RestoreStop::time;
-  o.time_ns = wall_ns();
-  r = restore(o);
-  ASSERT_TRUE(r.has_value()) << r.error().describe();
-  EXPECT_TRUE(same_records(h.replay_restored(), h.records));
+  h.expect_whole_by_time();
 }
 
 TEST(Restore, AfterACrashFromTheArchiveAlone) {
