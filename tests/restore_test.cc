@@ -248,6 +248,16 @@ struct History {
     return ids;
   }
 
+  // synclog-restore from this history's archive and live directory into
+  // target(), its output in out_root/out; its exit status.
+  int run_tool(const std::string& args) const {
+    const std::string cmd = std::string(SYNCLOG_RESTORE_BIN) + " --archive " + archive().string() +
+                            " --live " + live.path().string() + " --target " + target().string() +
+                            " " + args + " > " + (out_root.path() / "out").string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+
   // A restore to a time after everything (into an empty target) gives
   // back the whole log.
   void expect_whole_by_time() const {
@@ -670,14 +680,7 @@ TEST(Restore, SegmentsBeforeVersion6CannotBeRestoredToATime) {
 TEST(Restore, TheToolRestoresToAPositionAndATime) {
   History h;
   h.write(60);
-  auto run = [&](const std::string& args) {
-    const std::string cmd = std::string(SYNCLOG_RESTORE_BIN) + " --archive " +
-                            h.archive().string() + " --live " + h.live.path().string() +
-                            " --target " + h.target().string() + " " + args + " > " +
-                            (h.out_root.path() / "out").string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  };
+  auto run = [&](const std::string& args) { return h.run_tool(args); };
   const size_t k = 25;
   EXPECT_EQ(run("--to-position " + h.records[k].position.to_string()), 0);
   EXPECT_TRUE(same_records(h.replay_restored(), first(h.records, k + 1)));
@@ -699,14 +702,7 @@ TEST(Restore, AnEncryptedCompressedLogRestoresWithItsKeys) {
   History h;
   h.encrypted = true;
   h.write(60);
-  auto run = [&](const std::string& args) {
-    const std::string cmd = std::string(SYNCLOG_RESTORE_BIN) + " --archive " +
-                            h.archive().string() + " --live " + h.live.path().string() +
-                            " --target " + h.target().string() + " " + args + " > " +
-                            (h.out_root.path() / "out").string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  };
+  auto run = [&](const std::string& args) { return h.run_tool(args); };
   auto output = [&] {
     std::ifstream in(h.out_root.path() / "out");
     return std::string(std::istreambuf_iterator<char>(in), {});
